@@ -1,0 +1,35 @@
+# seqrec: `make fit` trains the embedded default, `make test` runs the tests; both create .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# An unpinned torch pulls a multi-GB CUDA build: pin it first (this version also has a CPU wheel).
+TORCH ?= torch==2.13.0
+# Real-data tests and benchmarks read this folder when it exists (never needed: those tests skip).
+SEQREC_SHARED_DATA ?= $(abspath $(wildcard ../shared/data))
+export SEQREC_SHARED_DATA
+CONFIG ?= configs/sasrec_ml100k.yaml
+
+.PHONY: setup fit test lint bench repro clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet $(TORCH)
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+fit: setup
+	$(PY) -m seqrec.fit --config $(CONFIG) $(ARGS)
+
+test: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check seqrec tests
+
+bench: setup
+	$(PY) -m seqrec.bench.pipeline --out results/BENCHMARKS.md $(ARGS)
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,177 @@
+"""LightningDataModules: source → preprocessing (cached) → split → training examples / evaluation queries."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from pathlib import Path
+from typing import Literal
+
+import lightning as L
+import numpy as np
+from torch.utils.data import DataLoader
+
+from seqrec.data.examples import EvalQueries, TrainExamples, training_spans
+from seqrec.data.negatives import Sampler, frozen_negatives
+from seqrec.data.preprocess import Preprocessing, preprocess
+from seqrec.data.sequences import Sequences
+from seqrec.data.sources.base import Source, resolve_cache_dir
+from seqrec.data.splits import Split, leave_last_out
+
+log = logging.getLogger(__name__)
+NO_FILTERS = Preprocessing()  # frozen: safe as a shared default
+
+
+def load_sequences(source: Source, preprocessing: Preprocessing, cache_dir: str | Path | None) -> Sequences:
+    """Preprocessed sequences from the cache, or built from the source and cached atomically.
+
+    The cache key hashes the source's fingerprint (name, variant, raw-file checksums) and the options;
+    a corrupt or altered cache entry is reported and rebuilt.
+    """
+    key = hashlib.sha256(f"{source.fingerprint()}|{preprocessing.key()}".encode()).hexdigest()[:20]
+    directory = resolve_cache_dir(cache_dir) / "sequences" / f"{source.name}-{key}"
+    if directory.exists():
+        try:
+            started = time.perf_counter()
+            sequences = Sequences.load(directory)
+            log.info("loaded %s from cache %s in %.3fs", source.name, directory, time.perf_counter() - started)
+            return sequences
+        except ValueError as error:
+            log.warning("%s; rebuilding it from the raw files", error)
+    source.prepare()
+    sequences = preprocess(source.load(), preprocessing)
+    sequences.save(directory)
+    return sequences
+
+
+class NextItemDataModule(L.LightningDataModule):
+    """Next-item data: leave-last-out split, training windows or prefixes, full or sampled evaluation.
+
+    Args:
+        source: where the raw interactions come from (``class_path`` in YAML).
+        preprocessing: filters and ordering applied before splitting (cached by their hash).
+        max_len: input length L; longer histories keep their newest L items.
+        train_mode: "windows" (labels at every position, LRURec/SASRec) or "prefix" (one example per prefix).
+        window_step: stride between windows of a long sequence (default max_len: non-overlapping).
+        label_first: in "windows" mode, keep the label that faces a padding input (LRURec does).
+        eval_negatives: None ranks the full catalogue; N ranks the target against N frozen sampled negatives.
+        negative_sampler: "uniform" or "popularity" (∝ training counts), for evaluation candidates.
+        seed: seed of the frozen evaluation negatives.
+        cache_dir: cache root (default ``$SEQREC_CACHE`` or the user cache dir).
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        preprocessing: Preprocessing = NO_FILTERS,
+        max_len: int = 50,
+        train_mode: Literal["windows", "prefix"] = "windows",
+        window_step: int | None = None,
+        label_first: bool = True,
+        eval_negatives: int | None = None,
+        negative_sampler: Sampler = "uniform",
+        batch_size: int = 128,
+        eval_batch_size: int = 256,
+        num_workers: int = 0,
+        seed: int = 42,
+        cache_dir: str | None = None,
+    ) -> None:
+        super().__init__()
+        if max_len < 1:
+            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        if eval_negatives is not None and eval_negatives < 1:
+            raise ValueError(f"eval_negatives must be None (full ranking) or >= 1, got {eval_negatives}")
+        self.save_hyperparameters(ignore=["source"])
+        self.source = source
+        self.preprocessing = preprocessing
+        self.max_len = max_len
+        self.train_mode = train_mode
+        self.window_step = window_step or max_len
+        self.label_first = label_first
+        self.eval_negatives = eval_negatives
+        self.negative_sampler = negative_sampler
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.num_workers = num_workers
+        self.seed = seed
+        self.cache_dir = cache_dir
+        self._sequences: Sequences | None = None
+        self._split: Split | None = None
+        self.datasets: dict[str, object] = {}
+
+    # --- data, built once -----------------------------------------------------------------------
+    @property
+    def sequences(self) -> Sequences:
+        """The preprocessed sequences (loaded or built on first use)."""
+        if self._sequences is None:
+            self._sequences = load_sequences(self.source, self.preprocessing, self.cache_dir)
+        return self._sequences
+
+    @property
+    def num_items(self) -> int:
+        """Catalogue size N (ids 1..N); linked into the model's ``num_items`` by the CLI."""
+        return self.sequences.num_items
+
+    @property
+    def split(self) -> Split:
+        """The leave-last-out split of ``sequences``."""
+        if self._split is None:
+            self._split = leave_last_out(self.sequences)
+        return self._split
+
+    def prepare_data(self) -> None:
+        """Download and preprocess once (rank 0); later ranks and runs read the cache."""
+        _ = self.sequences
+
+    def setup(self, stage: str | None = None) -> None:
+        """Build the datasets of the split (every rank; cheap: views over the cached arrays)."""
+        if self.datasets:
+            return
+        split = self.split
+        items = split.sequences.items
+        start, stop = training_spans(split, self.max_len, self.train_mode, self.window_step)
+        if len(start) == 0:
+            raise ValueError("the training split is empty: every user has fewer than 2 training events")
+        self.datasets["train"] = TrainExamples(items, start, stop, self.max_len, self.train_mode, self.label_first)
+        counts = np.bincount(items[split.train_mask()], minlength=self.num_items + 1)
+        self.train_item_counts = counts  # (N + 1,) events per item in the training part
+        for name, examples in (("valid", split.valid), ("test", split.test)):
+            negatives = None
+            if self.eval_negatives is not None:
+                negatives = frozen_negatives(
+                    split.sequences,
+                    examples,
+                    self.eval_negatives,
+                    self.negative_sampler,
+                    seed=self.seed + (0 if name == "valid" else 1),
+                    cache_dir=resolve_cache_dir(self.cache_dir) / "negatives",
+                    tag=f"{self.source.fingerprint()}|{self.preprocessing.key()}|{name}",
+                    counts=counts,
+                )
+            self.datasets[name] = EvalQueries(items, examples, self.max_len, negatives)
+        log.info(
+            "%s: %s; %d training examples, %d validation and %d test queries",
+            self.source.describe(), self.sequences.summary(), len(start), len(split.valid), len(split.test),
+        )
+
+    # --- loaders ---------------------------------------------------------------------------------
+    def _loader(self, name: str, batch_size: int, shuffle: bool) -> DataLoader:
+        return DataLoader(
+            self.datasets[name],
+            batch_size=batch_size,
+            shuffle=shuffle,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        """Shuffled training examples."""
+        return self._loader("train", self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        """Validation queries in user order."""
+        return self._loader("valid", self.eval_batch_size, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        """Test queries in user order."""
+        return self._loader("test", self.eval_batch_size, shuffle=False)

@@ -1,0 +1,381 @@
+"""LRURec: linear recurrent units for sequential recommendation (Yue et al., WSDM 2024).
+
+Layout follows the official code (github yueqirex/LRURec, ``model/lru.py``)::
+
+    x = LayerNorm(Dropout(E[items]))                                   # (B, L, d)
+    repeat num_layers:
+        x = LRULayer(x)   y_t = LayerNorm(Dropout(Re(C h_t + b_C)) + x_t)
+                          h_t = λ ⊙ h_{t-1} + γ ⊙ (B x_t + b_B),  h ∈ C^H, H = 2d
+        x = PFFN(x)       LayerNorm(x + Dropout(W2 Dropout(GELU(W1 x))))
+    scores = x Eᵀ + b                                                   # tied item table, item bias
+
+λ = exp(−exp(ν_log) + i·exp(θ_log)), γ = exp(γ_log); ``params_log`` = (ν_log, θ_log, γ_log).
+
+Padding (item id 0, sequences left-padded) never carries state: the driven input γ ⊙ (B x_t + b_B)
+is zeroed at padded positions, so the state there is exactly 0 and the first real event starts from
+h = 0. The recurrence is evaluated either by a log-depth parallel scan (training) or step by step
+(exact reference, and O(1)-per-event recurrent inference through ``LRURec.step``).
+
+The complex block always runs in float32/complex64, also under bf16/fp16 autocast.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seqrec.models.base import SequenceRecommender, truncated_normal_
+
+SCANS = ("parallel", "sequential")
+
+LRUState = tuple[Tensor, ...]
+"""Recurrent per-user state: one complex64 tensor (B, H) per LRU layer."""
+
+
+def _next_power_of_two(n: int) -> int:
+    """Smallest 2^k >= n (n >= 1)."""
+    return 1 << (n - 1).bit_length()
+
+
+def lambda_powers(log_lambda: Tensor, n: int) -> Tensor:
+    """λ^k = exp(k · log λ) for k = 1..n -> (n, H) complex64.
+
+    Computed in complex128 from the exponent (not by repeated products) so that long scans keep
+    the phase k·θ accurate; differentiable with respect to ``log_lambda`` (H,).
+    """
+    k = torch.arange(1, n + 1, device=log_lambda.device, dtype=torch.float64)  # (n,)
+    return torch.exp(k[:, None] * log_lambda.to(torch.complex128)[None, :]).to(torch.complex64)  # (n, H)
+
+
+def parallel_scan(log_lambda: Tensor, u: Tensor) -> Tensor:
+    """All states of h_t = λ ⊙ h_{t-1} + u_t with h_{-1} = 0, in log2(L) vectorised steps.
+
+    log_lambda: (H,) complex, u: (B, L, H) complex -> h: (B, L, H).
+    Time is left-padded with zeros to P = 2^⌈log2 L⌉ (zero input keeps a zero state). At level
+    s = 1, 2, 4, ..., P/2 the sequence is cut into blocks of 2s; each block's right half already holds
+    its own recurrence from a zero start, so adding λ^{1..s} ⊙ (last state of the left half) gives the
+    recurrence from the block start. After the last level the block is the whole sequence.
+    Cost O(B·P·log P·H) work, O(log P) depth. The right halves are updated in place on a fresh
+    buffer (only the carried state is copied), which halves the memory traffic of a
+    split-and-concatenate formulation and keeps autograd exact.
+    """
+    batch, length, width = u.shape
+    padded = _next_power_of_two(length)
+    h = F.pad(u, (0, 0, padded - length, 0))  # (B, P, H): a new tensor, never a view of u
+    if padded == length:
+        h = h.clone()
+    powers = lambda_powers(log_lambda, padded // 2)  # (P/2, H): λ^1 .. λ^{P/2}
+    half = 1
+    while half < padded:
+        blocks = h.view(batch, padded // (2 * half), 2 * half, width)  # (B, P/2s, 2s, H)
+        carry = blocks[:, :, half - 1 : half].clone()  # (B, P/2s, 1, H): last state of each left half
+        blocks[:, :, half:] += powers[:half] * carry  # right half += λ^{1..s} ⊙ carry
+        half *= 2
+    return h.reshape(batch, padded, width)[:, padded - length :]  # (B, L, H)
+
+
+def sequential_scan(log_lambda: Tensor, u: Tensor, h0: Tensor | None = None) -> Tensor:
+    """Exact step-by-step recurrence h_t = λ ⊙ h_{t-1} + u_t (h_{-1} = h0 or 0) -> (B, L, H)."""
+    lam = torch.exp(log_lambda)  # (H,)
+    h = u.new_zeros(u.shape[0], u.shape[2]) if h0 is None else h0  # (B, H)
+    states = []
+    for t in range(u.shape[1]):
+        h = lam * h + u[:, t]  # (B, H)
+        states.append(h)
+    return torch.stack(states, dim=1)  # (B, L, H)
+
+
+class ComplexLinear(nn.Module):
+    """z = W x + b with W = W_re + i·W_im, b = b_re + i·b_im, stored as real float parameters.
+
+    ``forward`` takes a real input and returns the complex output; ``real_part`` takes a complex
+    input and returns only Re(W h + b) = W_re·Re h − W_im·Im h + b_re (so ``imag_bias=False`` drops
+    a parameter that would never receive a gradient).
+    """
+
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, imag_bias: bool = True
+    ) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight_real = nn.Parameter(torch.empty(out_features, in_features))
+        self.weight_imag = nn.Parameter(torch.empty(out_features, in_features))
+        self.bias_real = nn.Parameter(torch.empty(out_features)) if bias else None
+        self.bias_imag = nn.Parameter(torch.empty(out_features)) if bias and imag_bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Truncated normal std 0.02 clipped at ±0.04 for every part (LRURec's init)."""
+        for p in self.parameters():
+            truncated_normal_(p)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Real x (..., in) -> complex W x + b (..., out)."""
+        weight = torch.cat([self.weight_real, self.weight_imag]).float()  # (2·out, in)
+        bias = None
+        if self.bias_real is not None:
+            imag = self.bias_imag if self.bias_imag is not None else torch.zeros_like(self.bias_real)
+            bias = torch.cat([self.bias_real, imag]).float()  # (2·out,)
+        z = F.linear(x.float(), weight, bias)  # (..., 2·out)
+        return torch.complex(z[..., : self.out_features], z[..., self.out_features :])  # (..., out)
+
+    def real_part(self, h: Tensor) -> Tensor:
+        """Complex h (..., in) -> Re(W h + b) (..., out), real float32."""
+        weight = torch.cat([self.weight_real, -self.weight_imag], dim=1).float()  # (out, 2·in)
+        bias = None if self.bias_real is None else self.bias_real.float()
+        return F.linear(torch.cat([h.real, h.imag], dim=-1), weight, bias)  # (..., out)
+
+
+class LRULayer(nn.Module):
+    """One linear recurrent unit with residual and LayerNorm.
+
+    h_t = λ ⊙ h_{t-1} + γ ⊙ (B x_t + b_B)      (diagonal complex recurrence, h ∈ C^H)
+    y_t = LayerNorm(Dropout(Re(C h_t + b_C)) + x_t)
+
+    Ring initialisation (u1, u2 ~ U(0, 1)): |λ|² = u1 (r_max² − r_min²) + r_min²,
+    ν_log = log(−½ log|λ|²), θ_log = log(2π u2), γ_log = log √(1 − |λ|²).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        state_multiplier: int = 2,
+        dropout: float = 0.2,
+        r_min: float = 0.8,
+        r_max: float = 0.99,
+        scan: str = "parallel",
+    ) -> None:
+        super().__init__()
+        if not 0.0 < r_min <= r_max < 1.0:
+            raise ValueError(
+                f"need 0 < r_min <= r_max < 1 for a stable ring init, got r_min={r_min}, r_max={r_max}"
+            )
+        if scan not in SCANS:
+            raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
+        self.d_model = d_model
+        self.state_size = state_multiplier * d_model
+        self.scan = scan
+        width = self.state_size
+
+        u1 = torch.rand(width)
+        u2 = torch.rand(width).clamp_min(1e-12)  # θ_log = log(0) would be -inf
+        radius_sq = u1 * (r_max**2 - r_min**2) + r_min**2  # |λ|² ∈ [r_min², r_max²]
+        nu_log = torch.log(-0.5 * torch.log(radius_sq))
+        theta_log = torch.log(2 * math.pi * u2)
+        gamma_log = 0.5 * torch.log(1 - radius_sq)
+        self.params_log = nn.Parameter(torch.stack([nu_log, theta_log, gamma_log]))  # (3, H)
+
+        self.in_proj = ComplexLinear(d_model, width)  # B, b_B: d -> H
+        self.out_proj = ComplexLinear(width, d_model, imag_bias=False)  # C, Re b_C: H -> d
+        self.dropout = nn.Dropout(dropout)
+        self.layer_norm = nn.LayerNorm(d_model)
+
+    def coefficients(self) -> tuple[Tensor, Tensor]:
+        """(log λ (H,) complex64, γ (H,) float32) from ``params_log``: log λ = −exp(ν_log) + i·exp(θ_log)."""
+        nu, theta, gamma = torch.exp(self.params_log.float())  # (H,) each
+        return torch.complex(-nu, theta), gamma
+
+    def drive(self, x: Tensor, mask: Tensor, gamma: Tensor) -> Tensor:
+        """u_t = γ ⊙ (B x_t + b_B), zero where mask is False: x (..., d), mask (...) -> (..., H)."""
+        u = self.in_proj(x) * gamma  # (..., H) complex64
+        return u.masked_fill(~mask.unsqueeze(-1), 0)
+
+    def states(self, x: Tensor, mask: Tensor) -> Tensor:
+        """All recurrent states h_t for x (B, L, d), mask (B, L) -> (B, L, H) complex64 (0 at padding)."""
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            log_lambda, gamma = self.coefficients()
+            u = self.drive(x.float(), mask, gamma)  # (B, L, H)
+            if self.scan == "parallel":
+                return parallel_scan(log_lambda, u)
+            return sequential_scan(log_lambda, u)
+
+    def readout(self, h: Tensor, x: Tensor) -> Tensor:
+        """y = LayerNorm(Dropout(Re(C h + b_C)) + x): h (..., H), x (..., d) -> (..., d) float32."""
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            return self.layer_norm(self.dropout(self.out_proj.real_part(h)) + x.float())
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        """x (B, L, d) real, mask (B, L) True at real events -> (B, L, d) float32."""
+        return self.readout(self.states(x, mask), x)
+
+    def step(self, h: Tensor, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """One event: h (B, H), x (B, d), mask (B,) -> (h', y (B, d)); h' = h where mask is False."""
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            log_lambda, gamma = self.coefficients()
+            u = self.drive(x.float(), mask, gamma)  # (B, H)
+            h_next = torch.where(mask.unsqueeze(-1), torch.exp(log_lambda) * h + u, h)  # (B, H)
+            return h_next, self.readout(h_next, x)
+
+
+class PositionwiseFeedForward(nn.Module):
+    """PFFN(x) = LayerNorm(x + Dropout(W2 Dropout(GELU(W1 x)))), W1: d -> 4d, W2: 4d -> d."""
+
+    def __init__(self, d_model: int, d_ff: int | None = None, dropout: float = 0.2) -> None:
+        super().__init__()
+        d_ff = 4 * d_model if d_ff is None else d_ff
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.activation = nn.GELU()
+        self.dropout = nn.Dropout(dropout)
+        self.layer_norm = nn.LayerNorm(d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x (..., d) -> (..., d)."""
+        inner = self.dropout(self.activation(self.w_1(x)))  # (..., 4d)
+        return self.layer_norm(x + self.dropout(self.w_2(inner)))
+
+
+class LRUBlock(nn.Module):
+    """LRULayer followed by PFFN (one of LRURec's ``num_layers`` blocks)."""
+
+    def __init__(
+        self,
+        d_model: int,
+        dropout: float,
+        lru_dropout: float,
+        state_multiplier: int,
+        r_min: float,
+        r_max: float,
+        scan: str,
+    ) -> None:
+        super().__init__()
+        self.lru_layer = LRULayer(d_model, state_multiplier, lru_dropout, r_min, r_max, scan)
+        self.feed_forward = PositionwiseFeedForward(d_model, 4 * d_model, dropout)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        """x (B, L, d), mask (B, L) -> (B, L, d)."""
+        return self.feed_forward(self.lru_layer(x, mask))
+
+
+class LRURec(SequenceRecommender):
+    """LRURec: Embedding -> LayerNorm(Dropout(E)) -> num_layers × [LRULayer -> PFFN]; tied scoring.
+
+    scores = h Eᵀ + b over ids 0..num_items (``score`` of the base class). ``scan`` picks the
+    training-time evaluation of the recurrence ("parallel" log-depth scan or exact "sequential");
+    ``init_state`` / ``step`` run the same model one event at a time with O(1) state per user.
+    ``lru_dropout`` (default: ``dropout``) is the dropout inside the LRU layers, the official
+    ``bert_attn_dropout``; ``dropout`` is used for the embedding and the PFFN (``bert_dropout``).
+    """
+
+    def __init__(
+        self,
+        num_items: int,
+        d_model: int = 64,
+        num_layers: int = 2,
+        dropout: float = 0.2,
+        state_multiplier: int = 2,
+        r_min: float = 0.8,
+        r_max: float = 0.99,
+        scan: str = "parallel",
+        lru_dropout: float | None = None,
+    ) -> None:
+        super().__init__()
+        if num_items < 1:
+            raise ValueError(f"num_items must be >= 1 (ids 1..num_items, 0 = padding), got {num_items}")
+        self.num_items = num_items
+        self.d_model = d_model
+        lru_dropout = dropout if lru_dropout is None else lru_dropout
+        self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
+        self.embedding_dropout = nn.Dropout(dropout)
+        self.embedding_layer_norm = nn.LayerNorm(d_model)
+        self.blocks = nn.ModuleList(
+            LRUBlock(d_model, dropout, lru_dropout, state_multiplier, r_min, r_max, scan)
+            for _ in range(num_layers)
+        )
+        self.output_bias = nn.Parameter(torch.zeros(num_items + 1))  # (N+1,)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Truncated normal (std 0.02, ±0.04) for every parameter except LayerNorms and ``params_log``.
+
+        As in the official code this includes all biases, the output bias and embedding row 0.
+        """
+        for name, p in self.named_parameters():
+            if "layer_norm" not in name and "params_log" not in name:
+                truncated_normal_(p)
+
+    @property
+    def lru_layers(self) -> list[LRULayer]:
+        """The LRU layers, oldest block first."""
+        return [block.lru_layer for block in self.blocks]
+
+    def set_scan(self, scan: str) -> None:
+        """Switch every LRU layer to the "parallel" or "sequential" scan."""
+        if scan not in SCANS:
+            raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
+        for layer in self.lru_layers:
+            layer.scan = scan
+
+    def embed(self, items: Tensor) -> Tensor:
+        """items (...) -> LayerNorm(Dropout(E[items])) (..., d)."""
+        return self.embedding_layer_norm(self.embedding_dropout(self.item_embedding(items)))
+
+    def forward(self, items: Tensor) -> Tensor:
+        """items (B, L) left-padded ids -> hidden (B, L, d)."""
+        mask = items > 0  # (B, L)
+        x = self.embed(items)  # (B, L, d)
+        for block in self.blocks:
+            x = block(x, mask)
+        return x
+
+    def item_embeddings(self) -> Tensor:
+        """(num_items + 1, d) tied item table."""
+        return self.item_embedding.weight
+
+    def item_bias(self) -> Tensor:
+        """(num_items + 1,) score bias."""
+        return self.output_bias
+
+    def decay_groups(self, weight_decay: float) -> list[dict]:
+        """AdamW groups by LRURec's rule: no decay for names containing "bias" or "layer_norm".
+
+        Embeddings and ``params_log`` are decayed; every parameter lands in exactly one group.
+        """
+        decay, no_decay = [], []
+        for name, p in self.named_parameters():
+            (no_decay if ("bias" in name or "layer_norm" in name) else decay).append(p)
+        return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+    # ---- recurrent inference: O(1) state and work per event -------------------------------------
+
+    def init_state(self, batch_size: int) -> LRUState:
+        """Empty state for ``batch_size`` users: one zero complex64 (B, H) tensor per layer."""
+        device = self.output_bias.device
+        return tuple(
+            torch.zeros(batch_size, layer.state_size, dtype=torch.complex64, device=device)
+            for layer in self.lru_layers
+        )
+
+    def step(self, state: LRUState, item: Tensor) -> tuple[LRUState, Tensor]:
+        """Feed one event per user: item (B,) -> (new state, hidden (B, d)).
+
+        Item 0 (padding) leaves the state unchanged. Feeding a left-padded history event by event
+        from ``init_state`` gives the same hidden as ``forward(items)[:, -1]`` (in eval mode).
+        """
+        mask = item > 0  # (B,)
+        x = self.embed(item)  # (B, d)
+        new_state = []
+        for block, h in zip(self.blocks, state, strict=True):
+            h, x = block.lru_layer.step(h, x, mask)  # (B, H), (B, d)
+            x = block.feed_forward(x)
+            new_state.append(h)
+        return tuple(new_state), x
+
+    def prefill(self, items: Tensor) -> tuple[LRUState, Tensor]:
+        """Run a left-padded history (B, L) in parallel -> (state after position L-1, hidden (B, L, d))."""
+        mask = items > 0  # (B, L)
+        x = self.embed(items)  # (B, L, d)
+        state = []
+        for block in self.blocks:
+            h = block.lru_layer.states(x, mask)  # (B, L, H)
+            x = block.feed_forward(block.lru_layer.readout(h, x))
+            state.append(h[:, -1])
+        return tuple(state), x
+
+    def state_bytes(self, batch_size: int = 1) -> int:
+        """Bytes of stored per-user recurrent state: batch · Σ_layers H · 8 (complex64)."""
+        item_size = torch.empty((), dtype=torch.complex64).element_size()
+        return batch_size * sum(layer.state_size for layer in self.lru_layers) * item_size

@@ -1,0 +1,144 @@
+"""SASRec (Kang & McAuley, ICDM 2018): causal self-attention over the item sequence, tied item embedding."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seqrec.models.base import SequenceRecommender
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head attention, causal and key-padding masked, through ``F.scaled_dot_product_attention``.
+
+    Written out (instead of ``nn.MultiheadAttention``) so that queries and keys/values can come from
+    different inputs as SASRec needs (Q = LayerNorm(x), K = V = x), so that its MACs are countable (the
+    MHA fast path hides its matmuls) and so that compression wrappers can read its keys and values.
+    attention(Q, K, V) = softmax(Q Kᵀ / √(d/h) + mask) V, heads concatenated, then W_o.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float) -> None:
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+
+    def forward(self, queries: Tensor, keys: Tensor, allowed: Tensor) -> Tensor:
+        """queries, keys: (B, L, d); allowed: (B, 1, L, L) bool, True where query i may attend key j."""
+        B, L, d = queries.shape
+        h = self.num_heads
+        q = self.q_proj(queries).view(B, L, h, d // h).transpose(1, 2)  # (B, h, L, d/h)
+        k = self.k_proj(keys).view(B, L, h, d // h).transpose(1, 2)  # (B, h, L, d/h)
+        v = self.v_proj(keys).view(B, L, h, d // h).transpose(1, 2)  # (B, h, L, d/h)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=allowed, dropout_p=self.dropout if self.training else 0.0
+        )  # (B, h, L, d/h)
+        return self.out_proj(out.transpose(1, 2).reshape(B, L, d))  # (B, L, d)
+
+
+class PointWiseFeedForward(nn.Module):
+    """SASRec's FFN with residual: x + Dropout(W2 ReLU(Dropout(W1 x)))."""
+
+    def __init__(self, d_model: int, hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d_model, hidden)
+        self.w2 = nn.Linear(hidden, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x: (B, L, d) -> (B, L, d)."""
+        return x + self.dropout(self.w2(F.relu(self.dropout(self.w1(x)))))
+
+
+class SASRecBlock(nn.Module):
+    """x ← Q + Attn(Q, x, x) with Q = LN(x); x ← FFN(LN(x)); padded positions zeroed."""
+
+    def __init__(self, d_model: int, num_heads: int, ffn_dim: int, dropout: float) -> None:
+        super().__init__()
+        self.attn_layer_norm = nn.LayerNorm(d_model, eps=1e-8)
+        self.attention = CausalSelfAttention(d_model, num_heads, dropout)
+        self.ffn_layer_norm = nn.LayerNorm(d_model, eps=1e-8)
+        self.ffn = PointWiseFeedForward(d_model, ffn_dim, dropout)
+
+    def forward(self, x: Tensor, allowed: Tensor, keep: Tensor) -> Tensor:
+        """x: (B, L, d); allowed: (B, 1, L, L); keep: (B, L, 1) float, 0 at padding."""
+        q = self.attn_layer_norm(x)
+        x = q + self.attention(q, x, allowed)
+        x = self.ffn(self.ffn_layer_norm(x))
+        return x * keep
+
+
+class SASRec(SequenceRecommender):
+    """SASRec as in the paper and its official code (PROTOCOLS.md §5).
+
+    e = E[items]·√d + P[positions]; Dropout; num_blocks × SASRecBlock; final LayerNorm.
+    Positions are absolute slots 0..L-1 of the left-padded window (the newest item sits at L-1), as
+    the official code tiles ``range(L)``. Attention is causal and never attends to padded keys (the
+    official TF code's key masking); a padded query attends only to itself to stay finite.
+    Scores are tied: s_i = h · E_i (no bias).
+    """
+
+    def __init__(
+        self,
+        num_items: int,
+        max_len: int = 50,
+        d_model: int = 50,
+        num_blocks: int = 2,
+        num_heads: int = 1,
+        ffn_dim: int | None = None,
+        dropout: float = 0.2,
+    ) -> None:
+        super().__init__()
+        if num_items < 1:
+            raise ValueError(f"num_items must be >= 1, got {num_items}")
+        self.num_items, self.max_len, self.d_model = num_items, max_len, d_model
+        self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
+        self.position_embedding = nn.Embedding(max_len, d_model)
+        self.embedding_dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            SASRecBlock(d_model, num_heads, ffn_dim or d_model, dropout) for _ in range(num_blocks)
+        )
+        self.final_layer_norm = nn.LayerNorm(d_model, eps=1e-8)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-normal weights and zero biases (the official PyTorch port's init); padding row zero."""
+        for name, param in self.named_parameters():
+            if "layer_norm" in name:
+                continue
+            if param.dim() > 1:
+                nn.init.xavier_normal_(param)
+            else:
+                nn.init.zeros_(param)
+        with torch.no_grad():
+            self.item_embedding.weight[0].zero_()
+
+    def item_embeddings(self) -> Tensor:
+        """(N + 1, d) tied item table."""
+        return self.item_embedding.weight
+
+    def forward(self, items: Tensor) -> Tensor:
+        """items: (B, L) left-padded ids -> hidden (B, L, d); rows at padding are zero before the final LN."""
+        B, L = items.shape
+        if L > self.max_len:
+            raise ValueError(f"sequence length {L} exceeds max_len={self.max_len} of the position table")
+        real = items != 0  # (B, L)
+        positions = torch.arange(self.max_len - L, self.max_len, device=items.device)  # (L,)
+        x = self.item_embedding(items) * math.sqrt(self.d_model) + self.position_embedding(positions)
+        keep = real.unsqueeze(-1).to(x.dtype)  # (B, L, 1)
+        x = self.embedding_dropout(x) * keep  # (B, L, d)
+        causal = torch.ones(L, L, dtype=torch.bool, device=items.device).tril()  # (L, L)
+        eye = torch.eye(L, dtype=torch.bool, device=items.device)
+        allowed = (causal & real.unsqueeze(1)) | eye  # (B, L, L): key j real and j <= i, or j == i
+        allowed = allowed.unsqueeze(1)  # (B, 1, L, L)
+        for block in self.blocks:
+            x = block(x, allowed, keep)
+        return self.final_layer_norm(x)  # (B, L, d)

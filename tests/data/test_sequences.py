@@ -1,0 +1,39 @@
+import numpy as np
+import pytest
+
+from seqrec.data.sequences import Sequences
+
+
+def small() -> Sequences:
+    return Sequences(
+        indptr=np.array([0, 2, 5]),
+        items=np.array([1, 2, 3, 1, 2]),
+        times=np.arange(5, dtype=np.float64),
+        user_ids=np.array(["a", "b"]),
+        item_ids=np.array(["", "x", "y", "z"]),
+    )
+
+
+def test_roundtrip_and_no_temporary_left(tmp_path):
+    seqs = small()
+    seqs.save(tmp_path / "entry")
+    back = Sequences.load(tmp_path / "entry")
+    assert np.array_equal(back.items, seqs.items) and list(back.item_ids) == list(seqs.item_ids)
+    assert [p.name for p in tmp_path.iterdir()] == ["entry"]
+
+
+def test_corruption_is_detected(tmp_path):
+    small().save(tmp_path / "entry")
+    path = tmp_path / "entry" / "items.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="does not match its manifest"):
+        Sequences.load(tmp_path / "entry")
+
+
+def test_validate_rejects_out_of_range_items():
+    seqs = small()
+    seqs.items[0] = 9
+    with pytest.raises(ValueError, match="item ids must lie in 1..3"):
+        seqs.validate()

@@ -1,0 +1,295 @@
+"""LRURec: scan correctness, padding, recurrent inference, init, weight-decay groups, autocast."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import Tensor
+
+from seqrec.models.lru import (
+    LRULayer,
+    LRURec,
+    parallel_scan,
+    sequential_scan,
+)
+
+
+def _random_log_lambda(width: int, r_min: float = 0.5, r_max: float = 0.999) -> Tensor:
+    """log λ with |λ| ~ U(r_min, r_max) and arg λ ~ U(0, 2π) -> (H,) complex64."""
+    radius = r_min + (r_max - r_min) * torch.rand(width)
+    theta = 2 * math.pi * torch.rand(width)
+    return torch.complex(torch.log(radius), theta)
+
+
+def _left_padded(lengths: list[int], max_len: int, num_items: int) -> Tensor:
+    """Random item ids (B, max_len), row b left-padded with zeros to keep lengths[b] events."""
+    items = torch.randint(1, num_items + 1, (len(lengths), max_len))
+    for row, n in enumerate(lengths):
+        items[row, : max_len - n] = 0
+    return items
+
+
+def _loud(model: torch.nn.Module, std: float = 0.3) -> torch.nn.Module:
+    """Scale up the LRU projections so that the recurrence dominates the residual (sharper tests)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "in_proj" in name or "out_proj" in name:
+                p.normal_(0.0, std)
+    return model
+
+
+def _model(num_items: int = 40, d_model: int = 16, **kwargs) -> LRURec:
+    torch.manual_seed(0)
+    return _loud(LRURec(num_items, d_model=d_model, **kwargs)).eval()
+
+
+# ---- the scan ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 5, 8, 13, 64, 100, 257])
+def test_parallel_scan_equals_sequential_recurrence(length: int) -> None:
+    torch.manual_seed(length)
+    log_lambda = _random_log_lambda(8).requires_grad_()
+    u = torch.randn(3, length, 8, dtype=torch.complex64, requires_grad=True)
+    fast, slow = parallel_scan(log_lambda, u), sequential_scan(log_lambda, u)
+    assert fast.shape == slow.shape == (3, length, 8)
+    torch.testing.assert_close(fast, slow, rtol=1e-4, atol=1e-4)
+
+    # the gradients through both evaluations agree as well
+    weights = torch.randn(3, length, 8, dtype=torch.complex64)
+    grads = []
+    for h in (fast, slow):
+        loss = (h * weights).real.sum()
+        grads.append(torch.autograd.grad(loss, (log_lambda, u), allow_unused=True, materialize_grads=True))
+    for g_fast, g_slow in zip(*grads, strict=True):
+        torch.testing.assert_close(g_fast, g_slow, rtol=1e-3, atol=1e-3)
+
+
+def test_scan_against_closed_form() -> None:
+    # h_t = Σ_{s<=t} λ^{t-s} u_s, written out independently of both scans
+    torch.manual_seed(1)
+    log_lambda = _random_log_lambda(4)
+    u = torch.randn(2, 11, 4, dtype=torch.complex64)
+    lam = torch.exp(log_lambda.to(torch.complex128))
+    u64 = u.to(torch.complex128)
+    expected = torch.stack(
+        [sum(lam ** (t - s) * u64[:, s] for s in range(t + 1)) for t in range(11)], dim=1
+    ).to(torch.complex64)
+    torch.testing.assert_close(parallel_scan(log_lambda, u), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("max_len", [1, 7, 16, 45])
+def test_layer_parallel_equals_sequential_with_left_padding(max_len: int) -> None:
+    torch.manual_seed(max_len)
+    layer = _loud(LRULayer(12, dropout=0.0)).eval()
+    lengths = [max_len, max(1, max_len // 2), 1, max(1, max_len - 3)]
+    mask = _left_padded(lengths, max_len, 5) > 0  # (B, L)
+    x = torch.randn(len(lengths), max_len, 12)
+    layer.scan = "parallel"
+    h_fast, y_fast = layer.states(x, mask), layer(x, mask)
+    layer.scan = "sequential"
+    h_slow, y_slow = layer.states(x, mask), layer(x, mask)
+    torch.testing.assert_close(h_fast, h_slow, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(y_fast, y_slow, rtol=1e-5, atol=1e-5)
+    # the state at a padded position is exactly zero
+    assert torch.all(h_fast[~mask] == 0)
+    # the first real position starts from h = 0: h = γ ⊙ (B x + b_B) there
+    _, gamma = layer.coefficients()
+    for row, n in enumerate(lengths):
+        first = max_len - n
+        expected = layer.in_proj(x[row, first]) * gamma
+        torch.testing.assert_close(h_fast[row, first], expected)
+
+
+def test_layer_matches_complex_reference() -> None:
+    # reference written with complex matrices: h_t = λ h_{t-1} + γ (B x_t + b_B), y = LN(Re(C h + b_C) + x)
+    torch.manual_seed(2)
+    layer = _loud(LRULayer(6, dropout=0.0)).eval()
+    x = torch.randn(2, 9, 6)
+    mask = torch.ones(2, 9, dtype=torch.bool)
+    nu, theta, gamma = torch.exp(layer.params_log.detach())
+    lam = torch.exp(torch.complex(-nu, theta))
+    ip, op = layer.in_proj, layer.out_proj
+    b_mat = torch.complex(ip.weight_real, ip.weight_imag).detach()
+    b_vec = torch.complex(ip.bias_real, ip.bias_imag).detach()
+    c_mat = torch.complex(op.weight_real, op.weight_imag).detach()
+    h = torch.zeros(2, layer.state_size, dtype=torch.complex64)
+    outputs = []
+    for t in range(9):
+        h = lam * h + gamma * (x[:, t].to(torch.complex64) @ b_mat.T + b_vec)
+        pre = (h @ c_mat.T).real + op.bias_real.detach() + x[:, t]
+        outputs.append(torch.nn.functional.layer_norm(pre, (6,), eps=layer.layer_norm.eps))
+    expected = torch.stack(outputs, dim=1)
+    torch.testing.assert_close(layer(x, mask), expected, rtol=1e-5, atol=1e-5)
+
+
+# ---- padding -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scan", ["parallel", "sequential"])
+def test_padding_never_carries_state(scan: str) -> None:
+    model = _model(scan=scan)
+    history = torch.randint(1, 41, (3, 10))
+    short = torch.cat([torch.zeros(3, 3, dtype=torch.long), history], dim=1)  # (3, 13)
+    long = torch.cat([torch.zeros(3, 22, dtype=torch.long), history], dim=1)  # (3, 32)
+    with torch.no_grad():
+        bare = model(history)
+        torch.testing.assert_close(model(short)[:, -10:], bare, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(model(long)[:, -10:], bare, rtol=1e-5, atol=1e-5)
+        # whatever the padding row embeds, real positions do not see it
+        model.item_embedding.weight[0] = 50 * torch.randn(16)
+        torch.testing.assert_close(model(long)[:, -10:], bare, rtol=1e-5, atol=1e-5)
+
+
+# ---- recurrent inference -----------------------------------------------------------------------
+
+
+def test_step_equals_parallel_forward_last_hidden() -> None:
+    model = _model(num_layers=3)
+    items = _left_padded([60, 1, 37, 59, 2], 60, 40)  # (5, 60)
+    with torch.no_grad():
+        hidden = model(items)  # (5, 60, d)
+        state = model.init_state(5)
+        for t in range(items.shape[1]):
+            state, last = model.step(state, items[:, t])
+        torch.testing.assert_close(last, hidden[:, -1], rtol=0, atol=1e-5)
+        # prefill (parallel) hands over the same state, and stepping on from it matches forward
+        prefilled, prefill_hidden = model.prefill(items)
+        torch.testing.assert_close(prefill_hidden, hidden, rtol=0, atol=1e-5)
+        for a, b in zip(prefilled, state, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        nxt = torch.randint(1, 41, (5,))
+        _, stepped = model.step(prefilled, nxt)
+        longer = model(torch.cat([items, nxt[:, None]], dim=1))
+        torch.testing.assert_close(stepped, longer[:, -1], rtol=0, atol=1e-5)
+
+
+def test_step_with_padding_keeps_state() -> None:
+    model = _model()
+    with torch.no_grad():
+        state, _ = model.step(model.init_state(2), torch.tensor([3, 7]))
+        after, _ = model.step(state, torch.tensor([0, 5]))
+    assert torch.equal(after[0][0], state[0][0])  # padding event: unchanged, not decayed
+    assert not torch.equal(after[0][1], state[0][1])
+
+
+def test_state_bytes() -> None:
+    model = LRURec(10)  # d=64, H=128, 2 layers, complex64
+    assert model.state_bytes() == 2 * 128 * 8
+    assert model.state_bytes(4) == 4 * 2 * 128 * 8
+    assert sum(s.numel() * s.element_size() for s in model.init_state(4)) == model.state_bytes(4)
+
+
+# ---- initialisation ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("r_min", "r_max"), [(0.8, 0.99), (0.4, 0.6)])
+def test_ring_init(r_min: float, r_max: float) -> None:
+    torch.manual_seed(3)
+    layer = LRULayer(256, r_min=r_min, r_max=r_max)  # H = 512
+    log_lambda, gamma = layer.coefficients()
+    radius, theta = torch.exp(log_lambda.real), log_lambda.imag
+    assert layer.params_log.shape == (3, 512)
+    assert radius.min() >= r_min - 1e-6 and radius.max() <= r_max + 1e-6
+    assert radius.max() - radius.min() > 0.8 * (r_max - r_min)  # spread over the ring
+    assert theta.min() >= 0 and theta.max() <= 2 * math.pi + 1e-5
+    assert theta.max() - theta.min() > 0.8 * 2 * math.pi
+    torch.testing.assert_close(gamma, torch.sqrt(1 - radius**2))
+
+
+def test_truncated_normal_init_everywhere_but_layer_norm_and_params_log() -> None:
+    torch.manual_seed(4)
+    model = LRURec(500, d_model=32)
+    for name, p in model.named_parameters():
+        if "layer_norm" in name:
+            assert torch.all(p == (1.0 if name.endswith("weight") else 0.0)), name
+        elif "params_log" not in name:
+            assert p.abs().max() <= 0.04 + 1e-7, name
+            assert p.std() > 0.01, name  # biases and the output bias are initialised too
+
+
+def test_invalid_arguments() -> None:
+    with pytest.raises(ValueError, match="scan"):
+        LRURec(10, scan="fast")
+    with pytest.raises(ValueError, match="r_min"):
+        LRULayer(8, r_min=0.9, r_max=1.0)
+    with pytest.raises(ValueError, match="scan"):
+        LRURec(10).set_scan("fft")
+
+
+# ---- optimiser groups --------------------------------------------------------------------------
+
+
+def test_decay_groups_follow_lrurec_rule() -> None:
+    model = LRURec(30, d_model=8)
+    decay, no_decay = model.decay_groups(0.01)
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    names = {id(p): n for n, p in model.named_parameters()}
+    decay_names = {names[id(p)] for p in decay["params"]}
+    no_decay_names = {names[id(p)] for p in no_decay["params"]}
+    assert len(decay["params"]) + len(no_decay["params"]) == len(names)
+    assert decay_names | no_decay_names == set(names.values()) and not decay_names & no_decay_names
+    assert all("bias" in n or "layer_norm" in n for n in no_decay_names)
+    assert not any("bias" in n or "layer_norm" in n for n in decay_names)
+    assert "item_embedding.weight" in decay_names
+    assert {"blocks.0.lru_layer.params_log", "blocks.1.lru_layer.params_log"} <= decay_names
+    assert {"blocks.0.lru_layer.in_proj.weight_real", "blocks.0.feed_forward.w_1.weight"} <= decay_names
+    assert {
+        "output_bias",
+        "blocks.0.lru_layer.in_proj.bias_imag",
+        "embedding_layer_norm.weight",
+    } <= no_decay_names
+    torch.optim.AdamW(model.decay_groups(0.01), lr=1e-3, eps=1e-9)  # accepted as is
+
+
+def test_every_parameter_gets_a_gradient() -> None:
+    # (an unused parameter breaks DDP without find_unused_parameters)
+    model = _model().train()
+    items = _left_padded([6, 3], 6, 40)
+    model.score(model(items)).sum().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None]
+    assert not missing
+
+
+# ---- precision and scoring ---------------------------------------------------------------------
+
+
+def test_bf16_autocast_keeps_lru_block_in_float32() -> None:
+    model = _model()
+    items = _left_padded([20, 5], 20, 40)
+    layer = model.blocks[0].lru_layer
+    x = torch.randn(2, 20, 16).to(torch.bfloat16)
+    mask = items > 0
+    with torch.no_grad():
+        reference_layer = layer(x.float(), mask)
+        reference = model(items)
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            states = layer.states(x, mask)
+            inside = layer(x, mask)
+            mixed = model(items)
+    assert states.dtype == torch.complex64 and inside.dtype == torch.float32
+    torch.testing.assert_close(inside, reference_layer, rtol=1e-6, atol=1e-6)  # no bf16 inside
+    assert torch.isfinite(mixed).all()
+    torch.testing.assert_close(mixed.float(), reference, rtol=0, atol=0.1)  # only the PFFN ran in bf16
+
+    model.train()
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        loss = model.score(model(items)).float().logsumexp(-1).mean()
+    loss.backward()
+    assert torch.isfinite(model.blocks[0].lru_layer.params_log.grad).all()
+
+
+def test_scores_shape_and_tied_table() -> None:
+    model = _model(num_items=40)
+    items = _left_padded([7, 4], 7, 40)
+    hidden = model(items)
+    assert hidden.shape == (2, 7, 16)
+    scores = model.score(hidden)
+    assert scores.shape == (2, 7, 41)
+    expected = hidden @ model.item_embedding.weight.T + model.output_bias
+    torch.testing.assert_close(scores, expected)
+    assert model.item_embeddings() is model.item_embedding.weight
+    candidates = torch.randint(1, 41, (2, 7, 5))
+    torch.testing.assert_close(model.score(hidden, candidates), scores.gather(-1, candidates))
