@@ -19,8 +19,7 @@ import torch
 from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningCLI
 
-from seqrec.data.datamodules import NextItemDataModule
-from seqrec.tasks.next_item import NextItemTask
+import lightning as L
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 log = logging.getLogger("seqrec.fit")
@@ -71,18 +70,18 @@ class SeqRecCLI(LightningCLI):
         parser.add_argument("--ckpt_path", type=str | None, default=None, help="resume fit from this checkpoint ('last' for the run's last one)")
         parser.add_argument("--threads", type=int | None, default=None, help="torch intra-op threads (default: the cores available)")
         parser.add_argument("--test", type=bool, default=True, help="test the best checkpoint after fitting")
-        parser.link_arguments("data.num_items", "model.model.init_args.num_items", apply_on="instantiate")
+        parser.link_arguments("data.num_items", "model.init_args.model.init_args.num_items", apply_on="instantiate")
 
     def before_instantiate_classes(self) -> None:
         """Set threads; copy ``data.max_len`` into models whose signature has ``max_len``."""
         config = self.config
         torch.set_num_threads(config.threads or default_threads())
-        model_cfg = config.model.model
+        model_cfg = config.model.init_args.get("model")
         if isinstance(model_cfg, Namespace) and model_cfg.get("class_path"):
             module_name, _, cls_name = model_cfg.class_path.rpartition(".")
             cls = getattr(__import__(module_name, fromlist=[cls_name]), cls_name)
             if "max_len" in inspect.signature(cls.__init__).parameters:
-                model_cfg.init_args.max_len = config.data.max_len
+                model_cfg.init_args.max_len = config.data.init_args.max_len
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -90,10 +89,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = resolve_config_args(list(sys.argv[1:] if argv is None else argv))
     cli = SeqRecCLI(
-        NextItemTask,
-        NextItemDataModule,
-        subclass_mode_model=False,
-        subclass_mode_data=False,
+        L.LightningModule,
+        L.LightningDataModule,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
         run=False,
         args=args,
         seed_everything_default=42,

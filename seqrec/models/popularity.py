@@ -15,12 +15,13 @@ class Popularity(SequenceRecommender):
     gradient step, since the model has no parameters). It fits the scoring contract with a 1-d hidden
     state equal to 1 and a 1-column item table of scores, so ``hidden @ table.T`` is the count.
     The tie-break keeps ranks honest: with strict-greater ranking, equal counts would otherwise all
-    rank the target above its ties.
+    rank the target above its ties (``tie_break=False`` shows that optimistic figure).
     """
 
-    def __init__(self, num_items: int) -> None:
+    def __init__(self, num_items: int, tie_break: bool = True) -> None:
         super().__init__()
         self.num_items = num_items
+        self.tie_break = tie_break
         self.register_buffer("counts", torch.zeros(num_items + 1, dtype=torch.float64))
 
     @torch.no_grad()
@@ -36,7 +37,8 @@ class Popularity(SequenceRecommender):
     def item_embeddings(self) -> Tensor:
         """(N + 1, 1) popularity scores; padding gets -1."""
         n = self.num_items
-        tie_break = torch.arange(n + 1, device=self.counts.device, dtype=torch.float64) / (n + 2)
-        scores = self.counts + tie_break
+        scores = self.counts.clone()
+        if self.tie_break:
+            scores += torch.arange(n + 1, device=self.counts.device, dtype=torch.float64) / (n + 2)
         scores[0] = -1.0
         return scores.unsqueeze(-1)  # float64: exact counts and tie-breaks for any catalogue size

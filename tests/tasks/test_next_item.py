@@ -14,15 +14,15 @@ from seqrec.tasks.next_item import NextItemTask
 def fit_args(root: Path, run_dir: Path, *extra: str) -> list[str]:
     return [
         "--config", "sasrec_ml100k.yaml",
-        "--data.source.init_args.root", str(root),
-        "--data.max_len", "20",
-        "--data.batch_size", "32",
+        "--data.init_args.source.init_args.root", str(root),
+        "--data.init_args.max_len", "20",
+        "--data.init_args.batch_size", "32",
         "--trainer.max_epochs", "30",
         "--trainer.check_val_every_n_epoch", "5",
         "--trainer.enable_progress_bar", "false",
         "--trainer.logger.init_args.save_dir", str(run_dir),
         "--trainer.default_root_dir", str(run_dir),
-        "--model.model.init_args.d_model", "32",
+        "--model.init_args.model.init_args.d_model", "32",
         "--threads", "1",
         *extra,
     ]
@@ -31,7 +31,7 @@ def fit_args(root: Path, run_dir: Path, *extra: str) -> list[str]:
 def test_end_to_end_fit_beats_popularity(ml100k_root, tmp_path):
     sasrec = main(fit_args(ml100k_root, tmp_path / "sasrec"))
     popularity = main(
-        fit_args(ml100k_root, tmp_path / "pop", "--model.model", "seqrec.models.popularity.Popularity",
+        fit_args(ml100k_root, tmp_path / "pop", "--model.init_args.model", "seqrec.models.popularity.Popularity",
                  "--trainer.max_epochs", "1", "--trainer.check_val_every_n_epoch", "1")
     )
     assert set(sasrec) >= {"test/hr@10", "test/ndcg@10", "test/mrr@10", "test/hr@20", "test/ndcg@20", "test/map@20"}
@@ -43,7 +43,7 @@ def test_end_to_end_fit_beats_popularity(ml100k_root, tmp_path):
 
 def test_unknown_config_key_names_the_key(ml100k_root, tmp_path, capsys):
     with pytest.raises(SystemExit):
-        main(fit_args(ml100k_root, tmp_path, "--data.max_lenn", "5"))
+        main(fit_args(ml100k_root, tmp_path, "--data.init_args.max_lenn", "5"))
     err = capsys.readouterr().err
     assert "max_lenn" in err
 
