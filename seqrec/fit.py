@@ -15,11 +15,10 @@ import os
 import sys
 from pathlib import Path
 
+import lightning as L
 import torch
 from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningCLI
-
-import lightning as L
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 log = logging.getLogger("seqrec.fit")
