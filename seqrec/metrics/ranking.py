@@ -69,8 +69,9 @@ class RankingMetrics(Metric):
         if ranks.numel() and int(ranks.min()) < 1:
             raise ValueError(f"ranks are 1-based; got a minimum of {int(ranks.min())}")
         values = torch.stack([metric_values(kind, k, ranks) for kind, k in self.parsed])  # (M, B)
-        self.sums += values.sum(dim=1).to(self.sums.device)
-        self.count += ranks.numel()
+        # out of place: states reset under inference mode (trainer.validate) must stay updatable under no_grad
+        self.sums = self.sums + values.sum(dim=1).to(self.sums.device)
+        self.count = self.count + ranks.numel()
 
     def compute(self) -> dict[str, Tensor]:
         """Mean of each metric over all queries seen (sum / count)."""
