@@ -45,7 +45,13 @@ def test_unknown_config_key_names_the_key(ml100k_root, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(fit_args(ml100k_root, tmp_path, "--data.init_args.max_lenn", "5"))
     err = capsys.readouterr().err
-    assert "max_lenn" in err
+    assert "unknown key 'max_lenn'" in err and "valid keys:" in err and "max_len," in err
+
+
+def test_abbreviated_keys_are_rejected(ml100k_root, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(fit_args(ml100k_root, tmp_path, "--trainer.max_epoch", "5"))  # a prefix of max_epochs
+    assert "unrecognized arguments: --trainer.max_epoch" in capsys.readouterr().err
 
 
 def test_vocabulary_mismatch_is_a_clear_error():
