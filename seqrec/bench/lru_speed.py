@@ -1,6 +1,7 @@
 """LRURec speed: training throughput, parallel vs sequential scan, O(1) recurrent inference.
 
     python -m seqrec.bench.lru_speed [--out PATH] [--repeats 3] [--lengths 200,1000] [--histories 50,1000]
+        [--threads N]
 
 Every number is the median of ``--repeats`` timings; the cases of one table are timed interleaved
 (repeat r runs every case once), so load from other processes hits all of them alike. Inputs are
@@ -10,8 +11,10 @@ full-length random sequences (no padding), the worst case for the scan.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from seqrec.bench.report import write_section
 from seqrec.models.lru import LRULayer, LRURec
 
 NUM_ITEMS = 3416  # ML-1M after LRURec's preprocessing
@@ -46,31 +50,36 @@ def interleaved_medians(
 
 
 def training_table(lengths: list[int], repeats: int) -> str:
-    """Samples/s of forward + backward with full-softmax CE over num_items + 1 logits (parallel scan)."""
+    """Samples/s of forward + backward with full-softmax CE over num_items + 1 logits, per scan."""
     torch.manual_seed(0)
     model = LRURec(NUM_ITEMS, d_model=D_MODEL).train()
 
-    def step(items: torch.Tensor, labels: torch.Tensor) -> None:
+    def step(items: torch.Tensor, labels: torch.Tensor, scan: str) -> None:
+        model.set_scan(scan)
         logits = model.score(model(items))  # (B, L, N+1)
         loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=0)
         loss.backward()
         model.zero_grad(set_to_none=True)
 
-    cases = {}
+    cases: dict[str, Callable[[], object]] = {}
     for length in lengths:
         items = torch.randint(1, NUM_ITEMS + 1, (BATCH, length))
         labels = torch.randint(1, NUM_ITEMS + 1, (BATCH, length))
-        cases[str(length)] = lambda items=items, labels=labels: step(items, labels)
+        for scan in ("parallel", "sequential"):
+            cases[f"{length}/{scan}"] = lambda i=items, y=labels, s=scan: step(i, y, s)
     med = interleaved_medians(cases, repeats)
-    rows = [
-        f"| {length} | {med[str(length)] * 1e3:.0f} | {BATCH / med[str(length)]:.1f} | "
-        f"{BATCH * length / med[str(length)]:,.0f} |"
-        for length in lengths
-    ]
+    rows = []
+    for length in lengths:
+        par, seq = med[f"{length}/parallel"], med[f"{length}/sequential"]
+        rows.append(
+            f"| {length} | {par * 1e3:.0f} | {BATCH / par:.1f} | {BATCH * length / par:,.0f} | "
+            f"{seq * 1e3:.0f} | {BATCH / seq:.1f} |"
+        )
     head = (
         f"### Training (LRURec d={D_MODEL}, 2 layers, {NUM_ITEMS} items, batch {BATCH}, "
-        "forward + backward, full-softmax CE, parallel scan)\n\n"
-        "| max_len | ms / step | samples / s | positions / s |\n|---|---|---|---|"
+        "forward + backward, full-softmax CE)\n\n"
+        "| max_len | parallel: ms / step | parallel: samples / s | parallel: positions / s "
+        "| sequential: ms / step | sequential: samples / s |\n|---|---|---|---|---|---|"
     )
     return "\n".join([head, *rows])
 
@@ -163,10 +172,16 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--repeats", type=int, default=3, help="timings per case (median reported)")
     parser.add_argument("--lengths", default="200,1000", help="max_len values for training and scan tables")
     parser.add_argument("--histories", default="50,1000", help="history lengths for the inference table")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch.set_num_threads (default: leave torch's default)"
+    )
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     lengths = [int(v) for v in args.lengths.split(",")]
     histories = [int(v) for v in args.histories.split(",")]
 
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     start = time.perf_counter()
     tables = [
         training_table(lengths, args.repeats),
@@ -174,15 +189,17 @@ def main(argv: list[str] | None = None) -> str:
         inference_table(histories, args.repeats),
     ]
     header = (
-        f"## LRURec speed (torch {torch.__version__}, {platform.machine()} CPU, "
-        f"{torch.get_num_threads()} threads, median of {args.repeats}, "
-        f"total {time.perf_counter() - start:.0f} s)"
+        f"torch {torch.__version__}, {platform.machine()} CPU, {torch.get_num_threads()} threads, "
+        f"median of {args.repeats}, total {time.perf_counter() - start:.0f} s. "
+        f"Command: `python -m seqrec.bench.lru_speed {' '.join(argv if argv is not None else sys.argv[1:])}`"
     )
+    if hasattr(os, "getloadavg"):  # other processes on a shared machine slow every case alike
+        header += f"\n\nLoad average (1 min) at start / end: {load_before:.1f} / {os.getloadavg()[0]:.1f}."
+
     report = "\n\n".join([header, *tables]) + "\n"
     print(report)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(report)
+    if args.out is not None:  # its own section: other benchmarks share the file
+        write_section(args.out, "LRURec speed", report)
     return report
 
 

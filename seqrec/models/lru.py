@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from seqrec.models.base import SequenceRecommender, truncated_normal_
 
-SCANS = ("parallel", "sequential")
+SCANS = ("parallel", "sequential", "auto")
 
 LRUState = tuple[Tensor, ...]
 """Recurrent per-user state: one complex64 tensor (B, H) per LRU layer."""
@@ -82,8 +82,8 @@ def sequential_scan(log_lambda: Tensor, u: Tensor, h0: Tensor | None = None) -> 
     lam = torch.exp(log_lambda)  # (H,)
     h = u.new_zeros(u.shape[0], u.shape[2]) if h0 is None else h0  # (B, H)
     states = []
-    for t in range(u.shape[1]):
-        h = lam * h + u[:, t]  # (B, H)
+    for u_t in u.unbind(dim=1):  # unbind: one O(B·L·H) backward, not L full-size slice gradients
+        h = lam * h + u_t  # (B, H)
         states.append(h)
     return torch.stack(states, dim=1)  # (B, L, H)
 
@@ -188,7 +188,10 @@ class LRULayer(nn.Module):
         with torch.autocast(device_type=x.device.type, enabled=False):
             log_lambda, gamma = self.coefficients()
             u = self.drive(x.float(), mask, gamma)  # (B, L, H)
-            if self.scan == "parallel":
+            # "auto": the log-depth scan pays off on GPUs; on CPU its O(L log L) memory traffic makes it
+            # 2-3x slower than the O(L) loop (seqrec.bench.lru_speed), so CPUs run the exact sequential scan
+            parallel = self.scan == "parallel" or (self.scan == "auto" and u.device.type != "cpu")
+            if parallel:
                 return parallel_scan(log_lambda, u)
             return sequential_scan(log_lambda, u)
 
@@ -254,7 +257,8 @@ class LRURec(SequenceRecommender):
     """LRURec: Embedding -> LayerNorm(Dropout(E)) -> num_layers × [LRULayer -> PFFN]; tied scoring.
 
     scores = h Eᵀ + b over ids 0..num_items (``score`` of the base class). ``scan`` picks the
-    training-time evaluation of the recurrence ("parallel" log-depth scan or exact "sequential");
+    training-time evaluation of the recurrence ("parallel" log-depth scan, exact "sequential", or
+    "auto": parallel on accelerators, sequential on CPU, where it measured faster);
     ``init_state`` / ``step`` run the same model one event at a time with O(1) state per user.
     ``lru_dropout`` (default: ``dropout``) is the dropout inside the LRU layers, the official
     ``bert_attn_dropout``; ``dropout`` is used for the embedding and the PFFN (``bert_dropout``).
@@ -303,7 +307,7 @@ class LRURec(SequenceRecommender):
         return [block.lru_layer for block in self.blocks]
 
     def set_scan(self, scan: str) -> None:
-        """Switch every LRU layer to the "parallel" or "sequential" scan."""
+        """Switch every LRU layer to the "parallel", "sequential" or "auto" scan."""
         if scan not in SCANS:
             raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
         for layer in self.lru_layers:

@@ -1,0 +1,155 @@
+"""Benchmark reports: one ``## <title>`` section per benchmark in a shared markdown file, medians with spread.
+
+Several benchmarks (the pipeline benchmark, the LRU speed benchmark, ...) write into the same
+``results/BENCHMARKS.md``; each owns one level-2 section and ``write_section`` replaces only that one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import platform
+import stat
+import statistics
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+DEFAULT_PREAMBLE = "# Benchmarks\n\nEach section is written by the benchmark named in it; rerun that command to refresh it.\n"
+
+
+def split_sections(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """(preamble, [(title, full section text)]) split at level-2 headings outside fenced code blocks."""
+    preamble: list[str] = []
+    sections: list[tuple[str, list[str]]] = []
+    in_fence = False
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            in_fence = not in_fence
+        if not in_fence and line.startswith("## "):
+            sections.append((line[3:].strip(), [line]))
+        elif sections:
+            sections[-1][1].append(line)
+        else:
+            preamble.append(line)
+    return "".join(preamble), [(title, "".join(lines)) for title, lines in sections]
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Exclusive flock on ``directory`` so two benchmarks finishing together cannot lose each other's update."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _umask() -> int:
+    """The process umask (read by setting and restoring it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_section(path: str | Path, title: str, markdown: str) -> Path:
+    """Replace the ``## <title>`` section of ``path`` with ``markdown`` (or append it), keeping every other section.
+
+    ``markdown`` is the section body, without its heading. The file is created (with a short ``# Benchmarks``
+    preamble) when missing, and always written atomically (temporary file in the same folder, then
+    ``os.replace``) under a lock on the folder, so a reader never sees half a file.
+    """
+    path = Path(path)
+    title = title.strip()
+    if not title or "\n" in title:
+        raise ValueError(f"a section title must be one non-empty line, got {title!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = markdown.strip("\n")
+    new_section = f"## {title}\n\n{body}\n" if body else f"## {title}\n"
+    with _locked(path.parent):
+        text = path.read_text(encoding="utf-8") if path.exists() else DEFAULT_PREAMBLE
+        preamble, sections = split_sections(text)
+        out: list[str] = []
+        replaced = False
+        for existing_title, section in sections:
+            if existing_title == title:
+                if not replaced:  # a duplicate of the same title (hand edits) is dropped
+                    out.append(new_section)
+                    replaced = True
+                continue
+            out.append(section)
+        if not replaced:
+            out.append(new_section)
+        pieces = [preamble.rstrip("\n") + "\n"] if preamble.strip() else []
+        pieces += [piece.rstrip("\n") + "\n" for piece in out]
+        # mkstemp creates 0600: keep the existing file's mode, or give a new one the umask's default.
+        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~_umask()
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write("\n".join(pieces))
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    return path
+
+
+def median_and_spread(values: Sequence[float]) -> tuple[float, float, float]:
+    """(median, min, max) of the repeated measurements."""
+    if len(values) == 0:
+        raise ValueError("median_and_spread needs at least one measurement, got none")
+    return float(statistics.median(values)), float(min(values)), float(max(values))
+
+
+def format_spread(values: Sequence[float], digits: int = 0, scale: float = 1.0) -> str:
+    """``"median (min–max)"`` of ``values × scale`` with thousands separators; just the median for one value."""
+    median, low, high = (v * scale for v in median_and_spread(values))
+    fmt = f"{{:,.{digits}f}}"
+    if len(values) == 1:
+        return fmt.format(median)
+    return f"{fmt.format(median)} ({fmt.format(low)}–{fmt.format(high)})"
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo (Linux), else ``platform.processor()``."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (affinity-aware)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def machine_description(threads: int | None = None, interop_threads: int | None = None) -> str:
+    """One line: CPU model, cores, load average, Python, torch version and torch intra/inter-op threads.
+
+    ``threads`` / ``interop_threads``: the counts the measured process used (default: this process's).
+    """
+    import torch
+
+    intra = threads if threads is not None else torch.get_num_threads()
+    interop = interop_threads if interop_threads is not None else torch.get_num_interop_threads()
+    parts = [
+        f"{cpu_model()} ({usable_cores()} usable of {os.cpu_count()} cores)",
+        f"Python {platform.python_version()}",
+        f"torch {torch.__version__}",
+        f"{intra} intra-op / {interop} inter-op torch threads",
+    ]
+    with contextlib.suppress(OSError):
+        load1, load5, _ = os.getloadavg()
+        parts.append(f"load average {load1:.2f} (1 min), {load5:.2f} (5 min) at start")
+    return "; ".join(parts)
