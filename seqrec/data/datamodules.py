@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Literal
 
 import lightning as L
 import numpy as np
-from torch.utils.data import DataLoader
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from seqrec.data.examples import EvalQueries, TrainExamples, training_spans
+from seqrec.data.features import ItemFeatures, ItemFeatureSource, load_item_features
 from seqrec.data.negatives import Sampler, frozen_negatives
 from seqrec.data.preprocess import Preprocessing, preprocess
 from seqrec.data.sequences import Sequences
 from seqrec.data.sources.base import Source, resolve_cache_dir
 from seqrec.data.splits import Split, leave_last_out
+from seqrec.data.temporal import TemporalSplit, TimeCutSplit, describe_split
 
 log = logging.getLogger(__name__)
 NO_FILTERS = Preprocessing()  # frozen: safe as a shared default
+DEFAULT_TEMPORAL = TemporalSplit()  # frozen: safe as a shared default
 
 
 def load_sequences(source: Source, preprocessing: Preprocessing, cache_dir: str | Path | None) -> Sequences:
@@ -45,13 +50,51 @@ def load_sequences(source: Source, preprocessing: Preprocessing, cache_dir: str 
     return sequences
 
 
+class FlaggedPadding(Dataset):
+    """An evaluation dataset padded to a multiple of ``world_size`` with copies of its first queries, flagged.
+
+    Every item gains ``valid``: True for the real queries, False for the copies. Each rank then runs the
+    same number of queries and batches (DeepSpeed ZeRO-3 and FSDP gather parameters inside every forward,
+    so a rank with a batch fewer would leave the others waiting forever), while the task drops the copies
+    from its metric sums, so a multi-process evaluation counts every query exactly once.
+    """
+
+    def __init__(self, dataset: Dataset, world_size: int) -> None:
+        self.dataset, self.size = dataset, len(dataset)  # type: ignore[arg-type]
+        self.total = math.ceil(self.size / world_size) * world_size
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, index: int) -> dict:
+        item = self.dataset[index % self.size]
+        if not isinstance(item, dict):
+            raise TypeError(f"distributed evaluation needs dict examples (to flag padding), got {type(item).__name__}")
+        return {**item, "valid": torch.tensor(index < self.size)}
+
+
+def eval_shards(dataset: Dataset, trainer: L.Trainer | None) -> tuple[Dataset, DistributedSampler | None]:
+    """(dataset, sampler) for an evaluation loader: unchanged in one process; with W processes the
+    dataset padded by ``FlaggedPadding`` and a non-shuffling DistributedSampler (rank r gets queries
+    r, r+W, ...). Lightning keeps a DistributedSampler it finds, so it adds no padding of its own.
+    """
+    world = trainer.world_size if trainer is not None else 1
+    if world <= 1:
+        return dataset, None
+    padded = FlaggedPadding(dataset, world)
+    return padded, DistributedSampler(padded, num_replicas=world, rank=trainer.global_rank, shuffle=False)
+
+
 class NextItemDataModule(L.LightningDataModule):
-    """Next-item data: leave-last-out split, training windows or prefixes, full or sampled evaluation.
+    """Next-item data: leave-last-out or temporal split, training windows or prefixes, full or sampled evaluation.
 
     Args:
         source: where the raw interactions come from (``class_path`` in YAML).
         preprocessing: filters and ordering applied before splitting (cached by their hash).
         max_len: input length L; longer histories keep their newest L items.
+        split: "leave_last_out" (per user: last event tests, the one before validates) or "temporal"
+            (global time cuts, ``seqrec.data.temporal``: train before the cut, test on the final days).
+        temporal: the temporal split's windows and options (used when split="temporal").
         train_mode: "windows" (labels at every position, LRURec/SASRec) or "prefix" (one example per prefix).
         window_step: stride between windows of a long sequence (default max_len: non-overlapping).
         label_first: in "windows" mode, keep the label that faces a padding input (LRURec does).
@@ -59,6 +102,10 @@ class NextItemDataModule(L.LightningDataModule):
         negative_sampler: "uniform" or "popularity" (∝ training counts), for evaluation candidates.
         seed: seed of the frozen evaluation negatives.
         cache_dir: cache root (default ``$SEQREC_CACHE`` or the user cache dir).
+        features: optional item features (``seqrec.data.features``); None (default) builds none. The tables
+            are built once (cached on disk) and reach a model through ``item_feature_spec`` (linked into a
+            model's ``feature_spec``) and ``item_feature_tables()`` (copied once into the model's buffers by
+            the task), so batches keep carrying item ids only.
     """
 
     def __init__(
@@ -66,6 +113,8 @@ class NextItemDataModule(L.LightningDataModule):
         source: Source,
         preprocessing: Preprocessing = NO_FILTERS,
         max_len: int = 50,
+        split: Literal["leave_last_out", "temporal"] = "leave_last_out",
+        temporal: TemporalSplit = DEFAULT_TEMPORAL,
         train_mode: Literal["windows", "prefix"] = "windows",
         window_step: int | None = None,
         label_first: bool = True,
@@ -76,16 +125,20 @@ class NextItemDataModule(L.LightningDataModule):
         num_workers: int = 0,
         seed: int = 42,
         cache_dir: str | None = None,
+        features: ItemFeatureSource | None = None,
     ) -> None:
         super().__init__()
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
         if eval_negatives is not None and eval_negatives < 1:
             raise ValueError(f"eval_negatives must be None (full ranking) or >= 1, got {eval_negatives}")
-        self.save_hyperparameters(ignore=["source"])
+        self.save_hyperparameters(ignore=["source", "features"])
         self.source = source
         self.preprocessing = preprocessing
         self.max_len = max_len
+        if split not in ("leave_last_out", "temporal"):
+            raise ValueError(f"split must be 'leave_last_out' or 'temporal', got {split!r}")
+        self.split_kind, self.temporal = split, temporal
         self.train_mode = train_mode
         self.window_step = window_step or max_len
         self.label_first = label_first
@@ -95,6 +148,8 @@ class NextItemDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.seed = seed
         self.cache_dir = cache_dir
+        self.features = features
+        self._item_features: ItemFeatures | None = None
         self._sequences: Sequences | None = None
         self._split: Split | None = None
         self.datasets: dict[str, object] = {}
@@ -113,15 +168,37 @@ class NextItemDataModule(L.LightningDataModule):
         return self.sequences.num_items
 
     @property
+    def item_features(self) -> ItemFeatures | None:
+        """The item-feature tables aligned with item ids (row 0 = padding), or None without ``features``."""
+        if self.features is not None and self._item_features is None:
+            self._item_features = load_item_features(self.features, self.source, self.sequences, self.cache_dir)
+        return self._item_features
+
+    @property
+    def item_feature_spec(self) -> list[dict]:
+        """Name, kind, vocab_size, max_tokens per feature ([] without features); linked into ``feature_spec``."""
+        return [] if self.item_features is None else self.item_features.spec()
+
+    def item_feature_tables(self) -> dict:
+        """``{name: tensor}``: the (N + 1, ...) feature tables a model copies into its buffers ({} without features)."""
+        return {} if self.item_features is None else self.item_features.tensors()
+
+    @property
     def split(self) -> Split:
-        """The leave-last-out split of ``sequences``."""
+        """The split of ``sequences`` (leave-last-out, or temporal by global time cuts)."""
         if self._split is None:
-            self._split = leave_last_out(self.sequences)
+            if self.split_kind == "temporal":
+                self._split = self.temporal.apply(self.sequences)
+            else:
+                self._split = leave_last_out(self.sequences)
+            if isinstance(self._split, TimeCutSplit):
+                log.info("%s", describe_split(self._split))
         return self._split
 
     def prepare_data(self) -> None:
         """Download and preprocess once (rank 0); later ranks and runs read the cache."""
         _ = self.sequences
+        _ = self.item_features
 
     def setup(self, stage: str | None = None) -> None:
         """Build the datasets of the split (every rank; cheap: views over the cached arrays)."""
@@ -156,10 +233,14 @@ class NextItemDataModule(L.LightningDataModule):
 
     # --- loaders ---------------------------------------------------------------------------------
     def _loader(self, name: str, batch_size: int, shuffle: bool) -> DataLoader:
+        dataset, sampler = self.datasets[name], None
+        if not shuffle:  # evaluation: exact shards under multi-process runs (see eval_shards)
+            dataset, sampler = eval_shards(dataset, self.trainer)
         return DataLoader(
-            self.datasets[name],
+            dataset,
             batch_size=batch_size,
             shuffle=shuffle,
+            sampler=sampler,
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )

@@ -37,10 +37,10 @@ class Split:
     test: EvalExamples
 
     def train_mask(self) -> np.ndarray:
-        """(nnz,) True at the offsets that belong to some user's training span."""
+        """(nnz,) True at the offsets that belong to some user's training span ``[train_start, train_stop)``."""
         lengths = self.sequences.lengths()
-        position = np.arange(len(self.sequences.items)) - np.repeat(self.sequences.indptr[:-1], lengths)
-        return position < np.repeat(self.train_stop - self.train_start, lengths)
+        offsets = np.arange(len(self.sequences.items))
+        return (offsets >= np.repeat(self.train_start, lengths)) & (offsets < np.repeat(self.train_stop, lengths))
 
 
 def leave_last_out(sequences: Sequences, min_length: int = 3) -> Split:

@@ -63,7 +63,7 @@ def parallel_scan(log_lambda: Tensor, u: Tensor) -> Tensor:
     split-and-concatenate formulation and keeps autograd exact.
     """
     batch, length, width = u.shape
-    padded = _next_power_of_two(length)
+    padded = _next_power_of_two(int(length))  # int(): fvcore traces with tensor sizes
     h = F.pad(u, (0, 0, padded - length, 0))  # (B, P, H): a new tensor, never a view of u
     if padded == length:
         h = h.clone()

@@ -48,6 +48,12 @@ def full_catalogue_ranks(
     return above + 1
 
 
+def real_queries(batch: dict[str, Tensor], values: Tensor) -> Tensor:
+    """``values`` of the real queries: rows flagged ``valid=False`` are multi-process padding (counted once elsewhere)."""
+    valid = batch.get("valid")
+    return values if valid is None else values[valid]
+
+
 class NextItemTask(L.LightningModule):
     """Trains a next-item ``model`` and evaluates it by ranking.
 
@@ -106,12 +112,21 @@ class NextItemTask(L.LightningModule):
                 f"the data has {data_items} items but the model was built for {self.model.num_items}: "
                 "leave model.init_args.num_items unset so the CLI links it from the data"
             )
+        if getattr(self.model, "uses_item_features", False) and datamodule is not None:
+            # feature models (MLP4Rec) hold the item-feature tables as buffers, copied once from the data
+            tables = getattr(datamodule, "item_feature_tables", None)
+            self.model.set_item_features(tables() if tables is not None else {})
 
     # --- training -------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
         """Loss over labelled positions; a model without parameters (popularity) just counts labels."""
         items, labels = batch["items"], batch["labels"]  # (B, L), (B, L)
         self._check_ids(items, labels)
+        if not getattr(self.model, "causal", True) and bool((labels[:, :-1] > 0).any()):
+            raise ValueError(
+                "the model is not causal (each position sees later items) but the batch has labels before the "
+                "last position, which later inputs would reveal: use data.train_mode: prefix, or causal: true"
+            )
         if not any(p.requires_grad for p in self.model.parameters()):
             self.model.observe(labels)
             return None
@@ -170,11 +185,11 @@ class NextItemTask(L.LightningModule):
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Accumulate validation ranks."""
-        self.val_metrics.update(self.ranks(batch))
+        self.val_metrics.update(real_queries(batch, self.ranks(batch)))
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Accumulate test ranks."""
-        self.test_metrics.update(self.ranks(batch))
+        self.test_metrics.update(real_queries(batch, self.ranks(batch)))
 
     def on_validation_epoch_end(self) -> None:
         """Log ``val/<metric>`` (computed from global sums and counts) and reset."""

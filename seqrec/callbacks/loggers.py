@@ -1,0 +1,246 @@
+"""The run logger: a CSV record in the run directory plus Weights & Biases (offline unless an account is set up).
+
+``RunLogger`` is a Lightning ``CSVLogger`` (so ``runs/<name>/version_N/`` stays the run directory:
+metrics.csv, hparams.yaml, config.yaml, checkpoints/, test_metrics.json) that also forwards everything
+to Lightning's ``WandbLogger`` when "wandb" is among ``loggers``:
+
+- mode "auto" (default): ``$WANDB_MODE`` when set; "online" when an account is configured
+  (``$WANDB_API_KEY``, or an api key in ~/.netrc as ``wandb login`` writes it); "offline" otherwise.
+  Offline never prompts and never touches the network; the run lands in ``<run dir>/wandb/offline-run-*``
+  and ``wandb sync <that folder>`` uploads it later. An online start that fails falls back to offline.
+- the wandb run gets the full resolved config (config.yaml, written by the CLI before training), the
+  task/data hyperparameters, every metric (``cost/*`` included), and when the run is closed a per-k
+  test metrics table (``test/metrics_at_k``), the learning-curve plot and summary.md
+  (``seqrec.tools.summarize`` writes the same files into the run directory for people without wandb).
+
+``close()`` (called by ``seqrec.fit`` after testing, and at interpreter exit otherwise) writes the
+report and finishes the wandb run, so a later run in the same process starts its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import netrc
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+log = logging.getLogger(__name__)
+LOGGER_NAMES = ("csv", "wandb")
+WANDB_MODES = ("auto", "offline", "online", "disabled")
+
+
+def wandb_installed() -> bool:
+    """True when the wandb package can be imported."""
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def wandb_credentials() -> bool:
+    """True when a wandb account is configured: $WANDB_API_KEY, or the api host's entry in ~/.netrc."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or "api.wandb.ai"
+    path = os.environ.get("NETRC", str(Path.home() / ".netrc"))
+    try:
+        return netrc.netrc(path).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def resolve_wandb_mode(mode: str) -> str:
+    """"auto" -> $WANDB_MODE if set, "online" with credentials, else "offline"; other modes as given."""
+    if mode not in WANDB_MODES:
+        raise ValueError(f"unknown wandb_mode {mode!r}: use one of {list(WANDB_MODES)}")
+    if mode != "auto":
+        return mode
+    env = os.environ.get("WANDB_MODE", "").strip().lower()
+    if env:
+        return "offline" if env == "dryrun" else env
+    return "online" if wandb_credentials() else "offline"
+
+
+_OWN_RUNS: set[str] = set()  # ids of the wandb runs RunLoggers of this process started
+
+
+def _wandb_logger(kwargs: dict[str, Any]) -> Any:
+    """Lightning's WandbLogger without its deprecated ``anonymous`` init argument (wandb warns about it)."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    logger = WandbLogger(**kwargs)
+    if logger._wandb_init.get("anonymous") is None:
+        logger._wandb_init.pop("anonymous", None)
+    return logger
+
+
+def check_logger_names(loggers: list[str] | None) -> list[str]:
+    """Normalised backend names; ValueError naming the valid ones for an unknown name or a missing "csv"."""
+    names = [str(n).strip().lower() for n in (LOGGER_NAMES if loggers is None else loggers)]
+    unknown = [n for n in names if n not in LOGGER_NAMES]
+    if unknown:
+        raise ValueError(f"unknown logger name(s) {unknown}: valid names are {list(LOGGER_NAMES)}")
+    if "csv" not in names:
+        raise ValueError(
+            f"loggers={names} leaves out 'csv', the run directory's own record (metrics.csv, read by the "
+            "summary and the plots): use loggers=['csv'] for no wandb, or ['csv', 'wandb']"
+        )
+    return names
+
+
+class RunLogger(CSVLogger):
+    """CSV record of the run directory + optional wandb (see the module docstring).
+
+    Args:
+        save_dir: root of all runs (``runs``); the run directory is ``save_dir/name/version_N``.
+        name: experiment name (default: the config file's name, set by ``seqrec.fit``).
+        version: run version (default: the next free ``version_N``).
+        loggers: backends, from ``LOGGER_NAMES`` ("csv" is the run directory's record and must stay).
+        project: wandb project.
+        wandb_mode: "auto", "offline", "online" or "disabled".
+        flush_logs_every_n_steps: how often metrics.csv is written.
+    """
+
+    def __init__(
+        self,
+        save_dir: str = "runs",
+        name: str | None = None,
+        version: int | str | None = None,
+        loggers: list[str] | None = None,
+        project: str = "seqrec",
+        wandb_mode: Literal["auto", "offline", "online", "disabled"] = "auto",
+        flush_logs_every_n_steps: int = 100,
+    ) -> None:
+        super().__init__(save_dir, name=name or "default", version=version, flush_logs_every_n_steps=flush_logs_every_n_steps)
+        names = check_logger_names(loggers)
+        if wandb_mode not in WANDB_MODES:
+            raise ValueError(f"unknown wandb_mode {wandb_mode!r}: use one of {list(WANDB_MODES)}")
+        self.use_wandb = "wandb" in names and wandb_mode != "disabled"
+        if self.use_wandb and not wandb_installed():
+            warnings.warn("wandb is not installed (pip install wandb): logging to CSV only", stacklevel=2)
+            self.use_wandb = False
+        self.project, self.wandb_mode = project, wandb_mode
+        self._wandb: Any = None
+        self._closed = False
+
+    # --- wandb ------------------------------------------------------------------------------------
+    @property
+    def wandb(self) -> Any:
+        """Lightning's WandbLogger for this run (created on first use, rank 0 only), or None."""
+        if not self.use_wandb or rank_zero_only.rank != 0:
+            return None
+        if self._wandb is None:
+            self._wandb = self._start_wandb()
+        return self._wandb
+
+    def _start_wandb(self) -> Any:
+        import wandb
+
+        mode = resolve_wandb_mode(self.wandb_mode)
+        if wandb.run is not None and wandb.run.id in _OWN_RUNS:
+            wandb.finish()  # a previous RunLogger in this process was never closed
+        directory = Path(self.log_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        kwargs = {
+            "save_dir": str(directory), "project": self.project, "name": f"{self.name}-{directory.name}",
+            "group": self.name, "mode": mode,
+            "settings": wandb.Settings(silent=mode == "offline", init_timeout=60),
+        }
+        logger = _wandb_logger(kwargs)
+        try:
+            experiment = logger.experiment
+        except Exception as error:  # noqa: BLE001 (no network, bad key: never lose the run)
+            if mode != "online":
+                raise
+            log.warning("wandb online start failed (%s); logging offline instead", error)
+            kwargs.update(mode="offline", settings=wandb.Settings(silent=True))
+            logger = _wandb_logger(kwargs)
+            experiment = logger.experiment
+        _OWN_RUNS.add(experiment.id)
+        if mode == "offline":
+            folder = Path(experiment.dir).parent
+            log.info("wandb offline run in %s (upload it later with `wandb sync %s`)", folder, folder)
+        atexit.register(self.close)
+        return logger
+
+    def wandb_run_dir(self) -> Path | None:
+        """The wandb run folder (``.../wandb/offline-run-*``) once started, else None."""
+        if self._wandb is None or self._wandb._experiment is None:
+            return None
+        return Path(self._wandb._experiment.dir).parent
+
+    # --- Logger API -------------------------------------------------------------------------------
+    @rank_zero_only
+    def log_hyperparams(self, params: Any = None, *args: Any, **kwargs: Any) -> None:
+        """hparams.yaml, and in wandb the hyperparameters plus the full config.yaml of the run."""
+        super().log_hyperparams(params)
+        if self.wandb is not None:
+            self.wandb.log_hyperparams(params if params is not None else {})
+            config = Path(self.log_dir) / "config.yaml"
+            if config.is_file():
+                import yaml
+
+                self.wandb.experiment.config.update({"config": yaml.safe_load(config.read_text())}, allow_val_change=True)
+
+    @rank_zero_only
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        """metrics.csv and wandb."""
+        super().log_metrics(metrics, step)
+        if self.wandb is not None:
+            self.wandb.log_metrics(metrics, step)
+
+    @rank_zero_only
+    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+        """Forwarded to wandb (uploads checkpoints only when configured to)."""
+        if self.wandb is not None:
+            self.wandb.after_save_checkpoint(checkpoint_callback)
+
+    @rank_zero_only
+    def finalize(self, status: str) -> None:
+        """Flush metrics.csv (Lightning calls this after fit and after test)."""
+        super().finalize(status)
+        if self._wandb is not None:
+            self._wandb.finalize(status)
+
+    @rank_zero_only
+    def close(self, status: str = "success") -> None:
+        """Write the run report (plot, per-k table, summary.md), push it to wandb and finish the wandb run."""
+        if self._closed:
+            return
+        self._closed = True
+        directory = Path(self.log_dir)
+        report: dict[str, Path] = {}
+        if (directory / "metrics.csv").is_file():
+            from seqrec.tools.summarize import write_report
+
+            try:
+                report = write_report(directory, wandb_dir=self.wandb_run_dir())
+            except Exception as error:  # noqa: BLE001 (a report must never fail the run)
+                log.warning("could not write the run report in %s: %s", directory, error)
+        if self._wandb is None or self._wandb._experiment is None:
+            return
+        import wandb
+
+        experiment = self._wandb.experiment
+        payload: dict[str, Any] = {}
+        if report.get("table") is not None:
+            from seqrec.tools.summarize import read_table
+
+            columns, rows = read_table(report["table"])
+            payload["test/metrics_at_k"] = wandb.Table(columns=columns, data=rows)
+        if report.get("plot") is not None:
+            payload["report/learning_curve"] = wandb.Image(str(report["plot"]))
+        if payload:
+            experiment.log(payload)
+        if report.get("summary") is not None:  # files in the run's files/ folder are uploaded with it
+            shutil.copyfile(report["summary"], Path(experiment.dir) / "summary.md")
+        experiment.finish(exit_code=0 if status == "success" else 1)

@@ -1,0 +1,1 @@
+"""Cost accounting: multiply-accumulate counts (``flops``) and per-user serving state (``state``)."""

@@ -1,0 +1,109 @@
+"""The run logger: wandb offline without an account (no prompt, no network), a complete run directory, bad names."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seqrec.callbacks.loggers import RunLogger, check_logger_names, resolve_wandb_mode, wandb_credentials
+from seqrec.fit import main
+
+WANDB_CLI = Path(sys.executable).parent / "wandb"
+
+
+@pytest.fixture
+def no_account(tmp_path, monkeypatch):
+    """No wandb credentials anywhere and no WANDB_MODE: what a fresh machine has."""
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("NETRC", str(home / ".netrc"))
+    return home
+
+
+def test_mode_is_offline_without_an_account_and_online_with_one(no_account, monkeypatch):
+    assert not wandb_credentials()
+    assert resolve_wandb_mode("auto") == "offline"
+    (no_account / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password " + "0" * 40 + "\n")
+    (no_account / ".netrc").chmod(0o600)
+    assert resolve_wandb_mode("auto") == "online"
+    monkeypatch.setenv("WANDB_MODE", "offline")  # the user's explicit choice wins
+    assert resolve_wandb_mode("auto") == "offline"
+    assert resolve_wandb_mode("disabled") == "disabled"
+    with pytest.raises(ValueError, match="auto"):
+        resolve_wandb_mode("cloud")
+
+
+def test_logger_names_are_checked():
+    assert check_logger_names(None) == ["csv", "wandb"]
+    with pytest.raises(ValueError, match=r"unknown logger name\(s\) \['tensorboard'\]: valid names are \['csv', 'wandb'\]"):
+        RunLogger(loggers=["csv", "tensorboard"])
+    with pytest.raises(ValueError, match="leaves out 'csv'"):
+        RunLogger(loggers=["wandb"])
+
+
+def fit_args(root: Path, run_dir: Path, *extra: str) -> list[str]:
+    return [
+        "--config", "configs/sasrec_ml100k.yaml",
+        "--data.init_args.source.init_args.root", str(root),
+        "--data.init_args.max_len", "12",
+        "--data.init_args.batch_size", "32",
+        "--trainer.max_epochs", "2",
+        "--trainer.check_val_every_n_epoch", "1",
+        "--trainer.log_every_n_steps", "1",
+        "--trainer.enable_progress_bar", "false",
+        "--trainer.logger.init_args.save_dir", str(run_dir),
+        "--trainer.default_root_dir", str(run_dir),
+        "--model.init_args.model.init_args.d_model", "8",
+        "--threads", "1",
+        *extra,
+    ]
+
+
+def test_run_without_a_wandb_account_leaves_a_complete_run_directory(ml100k_root, tmp_path, no_account):
+    results = main(fit_args(ml100k_root, tmp_path / "runs"))
+    [run] = (tmp_path / "runs" / "sasrec_ml100k").glob("version_*")
+    # the CSV record, the report and the offline wandb run all live in the run directory
+    for name in ("metrics.csv", "config.yaml", "test_metrics.json", "summary.md", "learning_curve.png", "metrics_at_k.csv"):
+        assert (run / name).is_file(), name
+    assert (run / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert {"cost/macs_per_sequence", "cost/macs_per_train_sample", "cost/state_bytes_per_user", "test/ndcg@10"} <= set(results)
+    assert json.loads((run / "test_metrics.json").read_text()) == pytest.approx(results)
+    header = (run / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert {"cost/macs_per_scored_sequence", "cost/peak_rss_mib", "train/samples_per_s", "train/tokens_per_s",
+            "val/users_per_s", "test/users_per_s"} <= set(header)
+    [offline] = (run / "wandb").glob("offline-run-*")
+    assert list(offline.glob("run-*.wandb")) and (offline / "files" / "summary.md").is_file()
+    summary = (run / "summary.md").read_text()
+    assert f"wandb sync {offline}" in summary and "| 10 |" in summary and "cost/macs_per_sequence" in summary
+    assert not (no_account / ".netrc").exists()  # nothing logged in, nothing prompted
+    if WANDB_CLI.is_file():  # `wandb sync` accepts the folder (dry run: nothing leaves the machine)
+        out = subprocess.run([str(WANDB_CLI), "sync", "--dry-run", str(offline)], capture_output=True, text=True,
+                             timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(no_account), "WANDB_MODE": "offline"})
+        assert "Would sync 1 run" in out.stdout + out.stderr, out.stdout + out.stderr
+
+
+def test_csv_only_run_has_no_wandb_folder(ml100k_root, tmp_path, no_account):
+    main(fit_args(ml100k_root, tmp_path / "runs", "--trainer.logger.init_args.loggers", "[csv]", "--test", "false",
+                  "--trainer.max_epochs", "1"))
+    [run] = (tmp_path / "runs" / "sasrec_ml100k").glob("version_*")
+    assert (run / "metrics.csv").is_file() and not (run / "wandb").exists()
+    assert (run / "summary.md").is_file()
+
+
+def test_unknown_logger_name_fails_with_the_valid_names(ml100k_root, tmp_path):
+    with pytest.raises(ValueError, match=r"valid names are \['csv', 'wandb'\]"):
+        main(fit_args(ml100k_root, tmp_path, "--trainer.logger.init_args.loggers", "[csv, tensorboard]"))
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="checks the message on a machine without CUDA")
+def test_deepspeed_without_cuda_fails_at_start_and_says_what_to_use(ml100k_root, tmp_path):
+    with pytest.raises(ValueError, match=r"needs CUDA GPUs.*configs/trainer/ddp.yaml --trainer.accelerator cpu"):
+        main(fit_args(ml100k_root, tmp_path, "--config", "configs/trainer/deepspeed_stage2.yaml"))
+    with pytest.raises(ValueError, match="needs CUDA GPUs"):
+        main(fit_args(ml100k_root, tmp_path, "--config", "trainer/deepspeed_stage3.yaml"))

@@ -1,0 +1,37 @@
+"""Throughput: what counts as a sample, a token and a user; the values reach the progress bar and the results."""
+
+import lightning as L
+import torch
+
+from seqrec.callbacks.throughput import ThroughputCallback, batch_rows, batch_tokens
+from seqrec.models.sasrec import SASRec
+from seqrec.tasks.next_item import NextItemTask
+
+
+def test_rows_and_tokens():
+    batch = {"items": torch.tensor([[0, 0, 3], [1, 2, 3]]), "target": torch.tensor([4, 5])}
+    assert batch_rows(batch) == 2
+    assert batch_tokens(batch, "items") == 4  # padding id 0 is not a token
+    assert batch_tokens(batch, "history") == 0
+    padded = {**batch, "valid": torch.tensor([True, False])}  # a distributed padding row
+    assert batch_rows(padded) == 1
+
+
+def test_callback_reports_training_and_evaluation_rates(ml100k_root, tmp_path):
+    from seqrec.data.datamodules import NextItemDataModule
+    from seqrec.data.sources.movielens import MovieLens100K
+
+    data = NextItemDataModule(MovieLens100K(root=str(ml100k_root)), max_len=10, batch_size=16, eval_batch_size=16)
+    task = NextItemTask(SASRec(num_items=data.num_items, max_len=10, d_model=8))
+    callback = ThroughputCallback(window=3)
+    trainer = L.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, callbacks=[callback], default_root_dir=tmp_path)
+    trainer.fit(task, datamodule=data)
+    assert trainer.progress_bar_metrics["train/samples_per_s"] > 0
+    assert trainer.progress_bar_metrics["train/tokens_per_s"] > trainer.progress_bar_metrics["train/samples_per_s"]
+    metrics = trainer.callback_metrics
+    assert metrics["train/samples_per_s_epoch"] > 0 and metrics["val/users_per_s"] > 0
+    assert callback._epoch_samples == len(data.datasets["train"])
+    [result] = trainer.test(task, datamodule=data, verbose=False)
+    assert callback.test_users_per_s > 0 and "test/users_per_s" not in result  # logged, not returned
+    assert callback._eval_users == len(data.datasets["test"])
