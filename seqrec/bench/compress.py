@@ -1,0 +1,580 @@
+"""Long-sequence CTR under state compression: accuracy vs MACs vs stored bytes (``python -m seqrec.bench.compress``).
+
+For every history length L (``--lengths``, default 50 200 1000, where the data has them) the benchmark
+
+1. builds the DIN-style CTR data of the ``--config`` (a shipped CTR fit config such as
+   ``ctr_transformer_ml1m.yaml``; ``--data-path`` points its source at a local file);
+2. trains the uncompressed transformer backbone of that config and the LRU of ``--lru-config`` once
+   (windows batched by length; ``--epochs`` passes over each user's newest ``--recent-events``
+   training events; no model selection: the weights after training are evaluated);
+3. evaluates on the test users, with **inference-time** compression of that one trained backbone (no
+   retraining, no fine-tuning): every method of ``--methods`` at every budget of ``--budgets``, the
+   uncompressed reference and the LRU's fixed state. Methods whose inputs are still those of the
+   uncompressed pass share its layers (exact: ``CompressedCTR.prefill_from``). Target-aware pruning
+   re-encodes the history for every target, so it runs on ``--target-aware-users`` users only, beside
+   the uncompressed reference on the same users;
+4. reports AUC, GAUC (per user, impression-weighted), Logloss, MACs per request (scoring one target
+   from the stored state; hand formulas, cross-checked against ``torch.utils.flop_counter`` in the
+   tests), MACs to build a user's state, stored bytes per user, and latency (wall time per request and
+   per user prefill, batched, on this machine), as a markdown table and Pareto plots (GAUC vs MACs,
+   GAUC vs bytes) in ``--out-dir`` (results of earlier lengths kept in ``compression_<name>.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import logging
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from torch import nn
+
+from seqrec.compress import build
+from seqrec.compress.base import CompressedCTR
+from seqrec.data.ctr import CTRDataModule
+from seqrec.data.preprocess import Preprocessing
+from seqrec.fit import resolve_config
+from seqrec.metrics.ctr import CTRMetrics
+from seqrec.models.ctr_lru import CTRLRU
+from seqrec.models.ctr_transformer import CTRTransformer
+from seqrec.tasks.ctr import CTRTask, trim_padding
+
+log = logging.getLogger("seqrec.bench.compress")
+DEFAULT_METHODS = ["prune", "tome", "streaming", "h2o", "snapkv", "prune-target"]
+NOTES_MARKER = "<!-- notes below this line are kept when the benchmark rewrites the tables -->"
+
+
+# ---------------------------------------------------------------------------------------------------
+# config
+# ---------------------------------------------------------------------------------------------------
+
+
+def instantiate(spec: dict):  # noqa: ANN201 (any class)
+    """``{"class_path": "a.b.C", "init_args": {...}}`` -> C(**init_args)."""
+    module, _, name = spec["class_path"].rpartition(".")
+    return getattr(importlib.import_module(module), name)(**(spec.get("init_args") or {}))
+
+
+def load_fit_config(name: str) -> dict:
+    """A shipped (or local) fit config as a dict."""
+    return yaml.safe_load(Path(resolve_config(name)).read_text())
+
+
+def model_args(config: dict) -> tuple[dict, float]:
+    """(the backbone's init_args, the task's learning rate) of a CTR fit config."""
+    task = config["model"]["init_args"]
+    return dict(task["model"].get("init_args") or {}), float(task.get("lr", 1e-3))
+
+
+def make_data(config: dict, max_len: int, args: argparse.Namespace) -> CTRDataModule:
+    """The config's CTRDataModule at history length ``max_len`` in windows mode."""
+    init = dict(config["data"]["init_args"])
+    source = dict(init.pop("source"))
+    if args.data_path:
+        source["init_args"] = {**(source.get("init_args") or {}), "path": args.data_path}
+    preprocessing = Preprocessing(**(init.pop("preprocessing", None) or {}))
+    init.update(max_len=max_len, train_mode="windows", recent_train_events=args.recent_events, max_users=args.max_users)
+    if args.eval_negatives is not None:
+        init["eval_negatives"] = args.eval_negatives
+    data = CTRDataModule(instantiate(source), preprocessing, **init)
+    data.prepare_data()
+    data.setup("fit")
+    return data
+
+
+# ---------------------------------------------------------------------------------------------------
+# training
+# ---------------------------------------------------------------------------------------------------
+
+
+def length_batches(lengths: np.ndarray, batch_size: int, max_tokens: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Indices grouped into batches of similar length (little padding), batch order shuffled.
+
+    A batch holds ``batch_size`` items, fewer where its longest item would exceed ``max_tokens`` in all
+    (long windows of L = 1000 would not fit in memory at the batch size of short ones).
+    """
+    order = np.argsort(lengths + rng.random(len(lengths)), kind="stable")
+    batches, i = [], 0
+    while i < len(order):
+        size = batch_size
+        while size > 1 and lengths[order[min(i + size, len(order)) - 1]] * size > max_tokens:
+            size -= 1
+        batches.append(order[i : i + size])
+        i += size
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(dataset, indices: np.ndarray) -> dict[str, torch.Tensor]:  # noqa: ANN001 (a CTR dataset)
+    """Stack the samples ``indices`` of a map-style dataset into one batch."""
+    samples = [dataset[int(i)] for i in indices]
+    return {k: torch.stack([s[k] for s in samples]) for k in samples[0]}
+
+
+def train(model: nn.Module, data: CTRDataModule, lr: float, epochs: float, batch_size: int, max_tokens: int, seed: int) -> dict:
+    """Adam on BCE over the training windows, length-bucketed batches; returns timing and the last loss."""
+    torch.manual_seed(seed)
+    task = CTRTask(model, lr=lr)
+    optimizer = task.configure_optimizers()
+    dataset = data.datasets["train"]
+    lengths = dataset.span_stop - dataset.span_start
+    rng = np.random.default_rng(seed)
+    model.train()
+    started, steps, losses = time.perf_counter(), 0, []
+    whole, part = int(epochs), epochs - int(epochs)
+    plan = [1.0] * whole + ([part] if part > 0 else [])
+    for fraction in plan:
+        batches = length_batches(lengths, batch_size, max_tokens, rng)
+        for indices in batches[: max(1, int(round(fraction * len(batches))))]:
+            loss, _ = task.loss(collate(dataset, indices))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            optimizer.step()
+            losses.append(float(loss.detach()))
+            steps += 1
+            if steps % 50 == 0:
+                log.info("  step %d, loss %.4f (%.0fs)", steps, np.mean(losses[-50:]), time.perf_counter() - started)
+    model.eval()
+    return {"train_seconds": time.perf_counter() - started, "train_steps": steps,
+            "train_windows": int(steps * batch_size), "final_loss": float(np.mean(losses[-50:]))}
+
+
+# ---------------------------------------------------------------------------------------------------
+# evaluation
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    """One row of the table: a method at a budget, its metric state and its cost accumulators."""
+
+    method: str
+    budget: float
+    metrics: CTRMetrics = field(default_factory=CTRMetrics)
+    wrapper: CompressedCTR | None = None
+    subset: bool = False
+
+    def result(self) -> dict:
+        values = {k: float(v) for k, v in self.metrics.compute().items()}
+        costs = self.wrapper.costs() if self.wrapper is not None else {}
+        return {"method": self.method, "budget": self.budget, "subset": self.subset, **values, **costs}
+
+
+def eval_batches(dataset, batch_size: int, users: np.ndarray | None = None, max_tokens: int | None = None) -> list[np.ndarray]:  # noqa: ANN001
+    """Test queries in batches of similar history length (sorted), optionally a subset of them; a batch is
+    cut short where its longest history times its size would exceed ``max_tokens`` (default batch_size · 200)."""
+    starts = np.maximum(dataset.user_start, dataset.offsets - dataset.max_len)
+    lengths = dataset.offsets - starts
+    index = np.arange(len(dataset)) if users is None else users
+    order = index[np.argsort(lengths[index], kind="stable")]
+    max_tokens = max_tokens or batch_size * 200
+    batches, i = [], 0
+    while i < len(order):
+        size = batch_size
+        while size > 1 and lengths[order[min(i + size, len(order)) - 1]] * size > max_tokens:
+            size -= 1
+        batches.append(order[i : i + size])
+        i += size
+    return batches
+
+
+def update(metrics: CTRMetrics, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> None:
+    """Accumulate (B, C) logits of a test batch."""
+    C = batch["targets"].shape[1]
+    metrics.update(logits.float(), batch["labels"], batch["user"].unsqueeze(1).expand(-1, C))
+
+
+@torch.no_grad()
+def evaluate_transformer(backbone: CTRTransformer, data: CTRDataModule, methods: list[str], budgets: list[float],
+                         batch_size: int, target_aware_users: int, seed: int) -> list[dict]:
+    """Every method at every budget on the test users (see the module doc); results as dicts."""
+    dataset = data.datasets["test"]
+    reference = Entry("uncompressed", 1.0, wrapper=build("uncompressed", backbone))
+    entries = [reference]
+    shared_methods = [m for m in methods if m != "prune-target"]
+    for method in shared_methods:
+        for budget in budgets:
+            if budget < 1.0:
+                entries.append(Entry(method, budget, wrapper=build(method, backbone, ratio=budget)))
+    for batch_index, indices in enumerate(eval_batches(dataset, batch_size)):
+        batch = trim_padding(collate(dataset, indices))
+        history, targets = batch["history"], batch["targets"]
+        shared = backbone.prefill_layers(history)
+        for entry in entries:
+            state = entry.wrapper.prefill_from(history, shared)
+            update(entry.metrics, backbone.score_state(state, targets), batch)
+        if batch_index % 5 == 0:
+            log.info("  eval batch %d (history width %d)", batch_index, history.shape[1])
+    results = [e.result() for e in entries]
+    results.append(evaluate_no_history(backbone, dataset, batch_size))
+    if "prune-target" in methods and target_aware_users > 0:
+        results += evaluate_target_aware(backbone, dataset, budgets, batch_size, target_aware_users, seed)
+    return results
+
+
+@torch.no_grad()
+def evaluate_no_history(backbone: CTRTransformer, dataset, batch_size: int) -> dict:  # noqa: ANN001
+    """The floor: every history dropped (the target attends only to itself), to show what the history is worth."""
+    metrics = CTRMetrics()
+    for indices in eval_batches(dataset, batch_size):
+        batch = collate(dataset, indices)
+        empty = torch.zeros_like(batch["history"][:, :1])
+        update(metrics, backbone(empty, batch["targets"]), batch)
+    return {"method": "no history (target only)", "budget": 0.0, "subset": False,
+            **{k: float(v) for k, v in metrics.compute().items()},
+            "macs_per_request": backbone.score_macs(0.0), "macs_prefill_per_user": 0.0,
+            "state_bytes_per_user": 0.0, "history_length": 0.0, "kept_layer0": 0.0, "kept_layer1": 0.0}
+
+
+@torch.no_grad()
+def evaluate_target_aware(backbone: CTRTransformer, dataset, budgets: list[float], batch_size: int,  # noqa: ANN001
+                          users: int, seed: int) -> list[dict]:
+    """Target-aware pruning (one history pass per target) and the uncompressed reference, on a user subset."""
+    rng = np.random.default_rng(seed)
+    subset = np.sort(rng.choice(len(dataset), size=min(users, len(dataset)), replace=False))
+    entries = [Entry("uncompressed", 1.0, wrapper=build("uncompressed", backbone), subset=True)]
+    entries += [Entry("prune-target", b, wrapper=build("prune-target", backbone, ratio=b), subset=True) for b in budgets if b < 1.0]
+    for indices in eval_batches(dataset, max(1, batch_size // 4), subset):
+        batch = trim_padding(collate(dataset, indices))
+        for entry in entries:
+            update(entry.metrics, entry.wrapper(batch["history"], batch["targets"]), batch)
+    return [e.result() for e in entries]
+
+
+@torch.no_grad()
+def evaluate_lru(model: CTRLRU, data: CTRDataModule, batch_size: int) -> dict:
+    """The fixed-state reference."""
+    dataset = data.datasets["test"]
+    metrics = CTRMetrics()
+    history_sum = 0.0
+    for indices in eval_batches(dataset, batch_size):
+        batch = trim_padding(collate(dataset, indices))
+        update(metrics, model.score_state(model.prefill(batch["history"]), batch["targets"]), batch)
+        history_sum += float((batch["history"] > 0).sum())
+    mean_n = history_sum / len(dataset)
+    return {"method": "lru (fixed state)", "budget": 1.0, "subset": False,
+            **{k: float(v) for k, v in metrics.compute().items()},
+            "macs_per_request": model.macs_per_request(), "macs_prefill_per_user": mean_n * model.event_macs(),
+            "state_bytes_per_user": model.state_bytes_per_user(), "history_length": mean_n}
+
+
+@torch.no_grad()
+def latency(model: nn.Module, data: CTRDataModule, batch_size: int = 64, repeats: int = 3) -> tuple[float, float]:
+    """(ms per request scored from a stored state, ms per user prefill): median over ``repeats`` on the
+    ``batch_size`` test users with the longest histories (worst case), batched, per request / per user."""
+    dataset = data.datasets["test"]
+    indices = eval_batches(dataset, batch_size)[-1]
+    batch = trim_padding(collate(dataset, indices))
+    history, targets = batch["history"], batch["targets"]
+    prefill_times, score_times = [], []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        state = model.prefill(history)
+        prefill_times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        model.score_state(state, targets)
+        score_times.append(time.perf_counter() - started)
+    return 1000 * float(np.median(score_times)) / targets.numel(), 1000 * float(np.median(prefill_times)) / len(indices)
+
+
+@torch.no_grad()
+def target_aware_latency(wrapper: CompressedCTR, data: CTRDataModule, batch_size: int = 16) -> float:
+    """ms per request of target-aware pruning (history re-encoded per target), longest batch."""
+    dataset = data.datasets["test"]
+    batch = trim_padding(collate(dataset, eval_batches(dataset, batch_size)[-1]))
+    started = time.perf_counter()
+    wrapper(batch["history"], batch["targets"])
+    return 1000 * (time.perf_counter() - started) / batch["targets"].numel()
+
+
+# ---------------------------------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------------------------------
+
+
+def human(value: float) -> str:
+    """1234567 -> '1.23M'."""
+    if value is None or not math.isfinite(value) or value == 0:
+        return str(value)
+    units = ["", "K", "M", "G", "T"]
+    power = min(int(math.log10(abs(value)) // 3), len(units) - 1)
+    return f"{value / 10 ** (3 * power):.3g}{units[power]}"
+
+
+def table(run: dict) -> str:
+    """Markdown table of one length's results, with ratios to the uncompressed reference."""
+    rows = run["results"]
+    ref = next(r for r in rows if r["method"] == "uncompressed" and not r["subset"])
+    sub_ref = next((r for r in rows if r["method"] == "uncompressed" and r["subset"]), None)
+    lines = [
+        "| method | budget | AUC | GAUC | ΔGAUC | Logloss | MACs/request | (× ref) | MACs/user prefill | bytes/user | (× ref) | kept/layer | ms/request | ms/user prefill |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        base = sub_ref if r["subset"] and sub_ref is not None else ref
+        kept = "/".join(f"{r[k]:.0f}" for k in sorted(k for k in r if k.startswith("kept_layer")))
+        name = r["method"] + (f" (subset of {run['target_aware_users']} users)" if r["subset"] else "")
+        lines.append(
+            f"| {name} | {r['budget']:.0%} | {r['auc']:.4f} | {r['gauc']:.4f} | {r['gauc'] - base['gauc']:+.4f} | "
+            f"{r['logloss']:.4f} | {human(r['macs_per_request'])} | {r['macs_per_request'] / base['macs_per_request']:.2f} | "
+            f"{human(r['macs_prefill_per_user'])} | {human(r['state_bytes_per_user'])} | "
+            f"{r['state_bytes_per_user'] / base['state_bytes_per_user']:.3f} | {kept or '-'} | "
+            f"{r.get('ms_per_request', float('nan')):.3f} | {r.get('ms_per_user_prefill', float('nan')):.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def verdict(run: dict, budget: float = 0.25, tolerance: float = 0.005, cost_ratio: float = 0.35) -> str:
+    """The issue's criterion at ``budget``: best GAUC within ``tolerance`` using <= ``cost_ratio`` MACs or bytes."""
+    rows = [r for r in run["results"] if not r["subset"]]
+    ref = next(r for r in rows if r["method"] == "uncompressed")
+    at = [r for r in rows if abs(r["budget"] - budget) < 1e-9]
+    if not at:
+        return f"no method ran at a {budget:.0%} budget"
+    best = max(at, key=lambda r: r["gauc"])
+    macs = best["macs_per_request"] / ref["macs_per_request"]
+    bytes_ = best["state_bytes_per_user"] / ref["state_bytes_per_user"]
+    ok = ref["gauc"] - best["gauc"] <= tolerance and min(macs, bytes_) <= cost_ratio
+    return (f"{'MET' if ok else 'MISSED'}: at a {budget:.0%} budget the best method is {best['method']} with GAUC "
+            f"{best['gauc']:.4f} vs {ref['gauc']:.4f} uncompressed (Δ {best['gauc'] - ref['gauc']:+.4f}; "
+            f"tolerance {tolerance}), using {macs:.2f}× the MACs per request and {bytes_:.3f}× the stored bytes "
+            f"(limit {cost_ratio:.2f}× of either)")
+
+
+def plot(run: dict, path: Path) -> bool:
+    """GAUC vs MACs/request, vs bytes/user and vs prefill MACs/user (log x), one series per method;
+    False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("matplotlib is not installed (pip install 'seqrec[plot]'): skipping the Pareto plot %s", path)
+        return False
+    rows = [r for r in run["results"] if not r["subset"]]
+    floor = [r for r in rows if r["method"].startswith("no history")]
+    rows = [r for r in rows if not r["method"].startswith("no history")]
+    ref = next(r for r in rows if r["method"] == "uncompressed")
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.5))
+    for ax, key, label in ((axes[0], "macs_per_request", "MACs per request (from the stored state)"),
+                           (axes[1], "state_bytes_per_user", "stored bytes per user"),
+                           (axes[2], "macs_prefill_per_user", "MACs to build a user's state (prefill)")):
+        for method in dict.fromkeys(r["method"] for r in rows if r["method"] != "uncompressed"):
+            mine = [r for r in rows if r["method"] == method]
+            if method != "lru (fixed state)":
+                mine = [ref, *mine]  # every compression curve starts at the 100% budget
+            points = sorted((r[key], r["gauc"]) for r in mine)
+            ax.plot(*zip(*points), marker="s" if method.startswith("lru") else "o", label=method)
+        ax.scatter([ref[key]], [ref["gauc"]], marker="*", s=200, color="black", zorder=5, label="uncompressed")
+        for r in floor:
+            ax.axhline(r["gauc"], color="gray", linestyle="--", linewidth=1, label="no history (target only)")
+        ax.set_xscale("log")
+        ax.set_xlabel(label)
+        ax.set_ylabel("test GAUC")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_title(f"{run['dataset']}, L = {run['max_len']}: GAUC vs MACs")
+    axes[1].set_title(f"{run['dataset']}, L = {run['max_len']}: GAUC vs memory")
+    axes[2].set_title(f"{run['dataset']}, L = {run['max_len']}: GAUC vs prefill MACs")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_report(runs: dict, out_dir: Path, name: str, command: str) -> Path:
+    """``COMPRESSION.md``: setup, one table and plot per length, and the criterion's verdict."""
+    lines = [
+        "# Long-sequence CTR: state compression (MALLOC-style benchmark)",
+        "",
+        "Produced by `python -m seqrec.bench.compress` (`seqrec/bench/compress.py`; its module docstring describes "
+        "the protocol); each section names its command. `--report-only` redraws this file and the plots from "
+        "`compression_<name>.json`.",
+        "",
+        "- Data: DIN-style CTR samples from the ML-1M sequences (each test user's last event plus "
+        "negatives the user never touched; see `seqrec/data/ctr.py`).",
+        "- One uncompressed transformer backbone is trained per L; every compression method is applied to it at "
+        "**inference time** (no retraining or fine-tuning). The LRU is trained separately (fixed-size state).",
+        "- MACs/request: scoring one target from the user's stored state (one fused multiply-add = 1 MAC; matrix "
+        "products only, as `torch.utils.flop_counter` counts them). Target-aware pruning cannot store a state: its "
+        "MACs/request include re-encoding the history, and its bytes are the stored item ids (8 bytes each).",
+        "- bytes/user: keys and values of every kept entry, every layer (float32; ToMe adds its size per entry); "
+        "LRU: the complex64 recurrent state of each layer plus the newest output.",
+        "- Budgets are ratios of each user's own history length (⌈r·n⌉ entries per layer and head).",
+        "- Latency: wall time on this shared 2-core CPU (other jobs running), batches of the 64 users with the longest "
+        "histories (16 for target-aware pruning), per request / per user; indicative only.",
+        "",
+    ]
+    for key in sorted(runs, key=lambda k: int(k)):
+        run = runs[key]
+        lines += [
+            f"## L = {run['max_len']}",
+            "",
+            f"Command: `{run.get('command', command)}`",
+            "",
+            f"{run['users']} test users ({run['eval_negatives']} negatives each), mean history {run['mean_history']:.1f} "
+            f"items. Training: transformer {run['transformer_train']['train_seconds']:.0f}s "
+            f"({run['transformer_train']['train_steps']} steps), LRU {run['lru_train']['train_seconds']:.0f}s "
+            f"({run['lru_train']['train_steps']} steps); evaluation {run['eval_seconds']:.0f}s; total {run['total_seconds']:.0f}s.",
+            "",
+            table(run),
+            "",
+            f"**Criterion** (25% budget, ΔGAUC ≤ 0.005, ≤ 35% of MACs or bytes): {verdict(run)}",
+            "",
+        ]
+        if run.get("plot"):
+            lines += [f"![Pareto L={run['max_len']}]({Path(run['plot']).name})", ""]
+    path = out_dir / "COMPRESSION.md"
+    notes = ""
+    if path.exists() and NOTES_MARKER in path.read_text():  # hand-written findings survive a rerun
+        notes = path.read_text().split(NOTES_MARKER, 1)[1]
+    tmp = path.with_suffix(".md.tmp")
+    tmp.write_text("\n".join(lines) + "\n" + NOTES_MARKER + notes)
+    os.replace(tmp, path)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------------------------------
+
+
+def trained(name: str, model: nn.Module, data: CTRDataModule, lr: float, L: int, args: argparse.Namespace,
+            settings: dict) -> dict:
+    """Train ``model`` (or, with ``--reuse-models``, load the weights an identical earlier run saved)."""
+    architecture = [[k, list(v.shape)] for k, v in model.state_dict().items()]  # code changes invalidate saved weights
+    key = hashlib.sha256(json.dumps({**settings, "name": name, "lr": lr, "L": L, "architecture": architecture},
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    path = Path(args.models_dir) / f"{name}_L{L}_{key}.pt"
+    if args.reuse_models and path.exists():
+        saved = torch.load(path, weights_only=False)
+        model.load_state_dict(saved["state_dict"])
+        model.eval()
+        log.info("L=%d: loaded the trained %s from %s", L, name, path)
+        return saved["train"]
+    log.info("L=%d: training the %s (%d windows)", L, name, len(data.datasets["train"]))
+    info = train(model, data, lr, args.epochs, args.batch_size, args.batch_size * min(L, 200), args.seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save({"state_dict": model.state_dict(), "train": info, "settings": settings}, tmp)
+    os.replace(tmp, path)
+    return info
+
+
+def run_length(L: int, args: argparse.Namespace, config: dict, lru_config: dict) -> dict:
+    """Train both backbones at history length L and evaluate every method."""
+    started = time.perf_counter()
+    data = make_data(config, L, args)
+    dataset = data.datasets["test"]
+    tf_args, tf_lr = model_args(config)
+    lru_args, lru_lr = model_args(lru_config)
+    settings = {"data": config["data"]["init_args"], "data_path": args.data_path, "epochs": args.epochs,
+                "recent": args.recent_events, "max_users": args.max_users, "seed": args.seed,
+                "batch_size": args.batch_size, "num_items": data.num_items}
+    torch.manual_seed(args.seed)
+    transformer = CTRTransformer(data.num_items, max_len=L, **tf_args)
+    tf_train = trained("transformer", transformer, data, tf_lr, L, args, {**settings, "model": tf_args})
+    torch.manual_seed(args.seed)
+    lru = CTRLRU(data.num_items, **lru_args)
+    lru_train = trained("lru", lru, data, lru_lr, L, args, {**settings, "model": lru_args})
+    log.info("L=%d: evaluating", L)
+    eval_started = time.perf_counter()
+    results = evaluate_transformer(transformer, data, args.methods, args.budgets, args.eval_batch_size,
+                                   args.target_aware_users, args.seed)
+    lru_result = evaluate_lru(lru, data, args.eval_batch_size)
+    lru_result["ms_per_request"], lru_result["ms_per_user_prefill"] = latency(lru, data)
+    results.append(lru_result)
+    for r in results:
+        if r["method"] == "prune-target":
+            r["ms_per_request"] = target_aware_latency(build("prune-target", transformer, ratio=r["budget"]), data)
+        elif r["method"] in ("uncompressed", "prune", "tome", "streaming", "h2o", "snapkv"):
+            wrapper = build(r["method"], transformer, ratio=r["budget"])
+            r["ms_per_request"], r["ms_per_user_prefill"] = latency(wrapper, data)
+    eval_seconds = time.perf_counter() - eval_started
+    histories = np.minimum(dataset.offsets - dataset.user_start, L)
+    return {
+        "dataset": args.name, "max_len": L, "users": len(dataset), "eval_negatives": data.eval_negatives,
+        "mean_history": float(histories.mean()), "target_aware_users": args.target_aware_users,
+        "transformer": tf_args, "lru": lru_args, "transformer_train": tf_train, "lru_train": lru_train,
+        "eval_seconds": eval_seconds, "total_seconds": time.perf_counter() - started, "results": results,
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="ctr_transformer_ml1m.yaml", help="CTR fit config of the transformer and the data")
+    parser.add_argument("--lru-config", default="ctr_lru_ml1m.yaml", help="CTR fit config of the LRU reference")
+    parser.add_argument("--data-path", default=None, help="local data file for the config's source (e.g. $SEQREC_SHARED_DATA/lrurec/ml-1m.txt.gz)")
+    parser.add_argument("--name", default="ml1m", help="dataset name for the report and the results file")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[50, 200, 1000])
+    parser.add_argument("--budgets", type=float, nargs="+", default=[1.0, 0.5, 0.25, 0.1])
+    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
+    parser.add_argument("--epochs", type=float, default=1.0, help="passes over the training windows")
+    parser.add_argument("--recent-events", type=int, default=None, help="train on each user's newest this-many training events (default: L)")
+    parser.add_argument("--max-users", type=int, default=None, help="a seeded subset of users (speed; default all)")
+    parser.add_argument("--eval-negatives", type=int, default=None, help="override the config's negatives per test positive")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--eval-batch-size", type=int, default=256)
+    parser.add_argument("--target-aware-users", type=int, default=500, help="users for target-aware pruning (0: skip)")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the cores available)")
+    parser.add_argument("--out-dir", default="results")
+    parser.add_argument("--models-dir", default="runs/compress", help="where the trained backbones are saved")
+    parser.add_argument("--reuse-models", action="store_true", help="load backbones an identical earlier run saved")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the report and plots from the saved results")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run every requested length, merge with earlier results, write the table and the plots."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    command = "python -m seqrec.bench.compress " + " ".join(argv if argv is not None else sys.argv[1:])
+    config, lru_config = load_fit_config(args.config), load_fit_config(args.lru_config)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    store = out_dir / f"compression_{args.name}.json"
+    runs = json.loads(store.read_text()) if store.exists() else {}
+    if args.report_only:
+        for key, run in runs.items():
+            png = out_dir / f"compression_pareto_{args.name}_L{key}.png"
+            run["plot"] = str(png) if plot(run, png) else None
+        write_report(runs, out_dir, args.name, runs[next(iter(runs))].get("command", command) if runs else command)
+        return runs
+    for L in args.lengths:
+        saved_recent = args.recent_events
+        args.recent_events = args.recent_events or L
+        run = run_length(L, args, config, lru_config)
+        args.recent_events = saved_recent
+        run["command"] = command
+        png = out_dir / f"compression_pareto_{args.name}_L{L}.png"
+        run["plot"] = str(png) if plot(run, png) else None
+        runs[str(L)] = run
+        tmp = store.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(runs, indent=1))
+        os.replace(tmp, store)
+        report = write_report(runs, out_dir, args.name, command)
+        log.info("L=%d done in %.0fs: %s; %s", L, run["total_seconds"], report, verdict(run))
+        print(table(run))
+        print(verdict(run))
+    return runs
+
+
+if __name__ == "__main__":
+    main()

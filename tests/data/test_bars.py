@@ -1,0 +1,121 @@
+"""BARS/FuxiCTR csv fixtures in the real formats parse; clean vs bars_compatible validation; real samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from seqrec.data.ctr import CTRDataModule
+from seqrec.data.sources.bars import BARS, DINText
+
+AMAZON_TRAIN = """label,user_id,item_id,cate_id,item_history,cate_history
+1,7,A11,c1,A1^A2^A3,c1^c1^c2
+0,7,A40,c3,A1^A2^A3,c1^c1^c2
+1,7,A3,c2,A1^A2,c1^c1
+1,9,A2,c1,A5,c4
+0,9,A12,c1,A5,c4
+1,9,A6,c4,,
+"""
+AMAZON_TEST = """label,user_id,item_id,cate_id,item_history,cate_history
+1,7,A99,c9,A1^A2^A3^A11,c1^c1^c2^c1
+0,9,A2,c1,A5^A2^A777,c4^c1^c9
+"""
+MICRO_TRAIN = """user_id,item_id,cate_id,clicked_items,clicked_categories,timestamp,is_click
+u1,v1,3,v9^v8,1^2,1500,1
+u1,v2,3,v9^v8^v1,1^2^3,1400,0
+u1,v3,2,v9,1,1300,1
+u2,v1,3,v2,3,1700,0
+u2,v5,1,v2^v1,3^3,1800,1
+"""
+MICRO_TEST = """user_id,item_id,cate_id,clicked_items,clicked_categories,timestamp,is_click
+u1,v100,3,v9^v8^v1^v3,1^2^3^2,1900,1
+u2,v101,3,v2^v1^v5,3^3^1,2000,0
+"""
+
+
+def write(folder: Path, **files: str) -> dict[str, str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for split, text in files.items():
+        (folder / f"{split}.csv").write_text(text)
+        out[split] = str(folder / f"{split}.csv")
+    return out
+
+
+def test_amazon_electronics_fixture_parses(tmp_path):
+    write(tmp_path / "amz", train=AMAZON_TRAIN, test=AMAZON_TEST)
+    source = BARS("AmazonElectronics_x1", root=str(tmp_path / "amz"))
+    rows = source.load_rows()
+    train, test = rows["train"], rows["test"]
+    assert len(train) == 6 and len(test) == 2
+    # train vocabulary in first-seen order: A11=1, A1=2, A2=3, A3=4, A40=5, A5=6, A12=7, A6=8; OOV = 9
+    assert source.num_items == 9
+    assert train.target.tolist() == [1, 5, 4, 3, 7, 8]
+    assert train.hist_items[train.hist_indptr[0] : train.hist_indptr[1]].tolist() == [2, 3, 4]
+    assert train.hist_indptr[-1] - train.hist_indptr[-2] == 0  # an empty history
+    assert test.target.tolist() == [9, 3]  # A99 unseen in train -> OOV
+    assert test.hist_items[test.hist_indptr[1] : test.hist_indptr[2]].tolist() == [6, 3, 9]
+    assert train.label.tolist() == [1, 0, 1, 1, 0, 1]
+    assert train.user.tolist() == [0, 0, 0, 1, 1, 1] and test.user.tolist() == [0, 1]
+    # parsed rows come back from the cache identical
+    again = BARS("AmazonElectronics_x1", root=str(tmp_path / "amz")).load_rows()
+    assert np.array_equal(again["test"].hist_items, test.hist_items)
+
+
+def test_microvideo_clean_and_bars_compatible_modes(tmp_path):
+    files = write(tmp_path / "mv", train=MICRO_TRAIN, test=MICRO_TEST)
+    clean = CTRDataModule(BARS("MicroVideo1.7M_x1", files=files), max_len=3, valid_fraction=0.3)
+    clean.setup("fit")
+    valid = clean.datasets["valid"].rows
+    # user u1's newest train row by timestamp (1500) and u2's (1800) are held out
+    assert sorted(valid.time.tolist()) == [1500.0, 1800.0]
+    assert len(clean.datasets["train"]) == 3
+    sample = clean.datasets["test"][0]
+    assert sample["history"].shape == (3,) and int(sample["labels"][0]) == 1
+    compat = CTRDataModule(BARS("MicroVideo1.7M_x1", files=files), max_len=3, bars_mode="bars_compatible")
+    compat.setup("fit")
+    assert len(compat.datasets["train"]) == 5
+    assert compat.datasets["valid"].rows is compat.datasets["test"].rows
+    assert compat.num_items == clean.num_items
+
+
+def test_wrong_columns_are_named(tmp_path):
+    write(tmp_path / "kv", train=AMAZON_TRAIN, test=AMAZON_TEST)
+    with pytest.raises(ValueError, match="is_click"):
+        BARS("KuaiVideo_x1", root=str(tmp_path / "kv")).load_rows()
+
+
+def test_kuaivideo_fixture_uses_positive_history(tmp_path):
+    text = "user_id,item_id,is_click,pos_items,neg_items\n5,10,1,1^2,7^8\n5,11,0,1^2^10,7^8\n"
+    write(tmp_path / "kv2", train=text, test=text)
+    rows = BARS("KuaiVideo_x1", root=str(tmp_path / "kv2")).load_rows()["train"]
+    # first-seen order: 10 -> 1, 1 -> 2, 2 -> 3, 11 -> 4; the neg_items column is not a history
+    assert rows.hist_items.tolist() == [2, 3, 2, 3, 1]
+
+
+def test_real_fuxictr_taobao_samples(shared_data):
+    folder = shared_data / "ctr_samples"
+    files = {s: str(folder / f"fuxictr_taobao_{s}_sample.csv") for s in ("train", "valid", "test")}
+    source = BARS("TaobaoAd_x1", files=files)
+    rows = source.load_rows()
+    assert {k: len(v) for k, v in rows.items()} == {"train": 100, "valid": 100, "test": 100}
+    train = rows["train"]
+    # data row 9: clk=1, userid 227368, adgroup 680144, click_sequence 170301^573514^54756
+    assert train.label[8] == 1
+    assert train.user[8] == train.user[1]  # 227368 again
+    history = train.hist_items[train.hist_indptr[8] : train.hist_indptr[9]]
+    assert len(history) == 3 and history[0] == train.hist_items[train.hist_indptr[0]]  # 170301 first in row 1 too
+    assert train.time[0] == train.time[1] and np.all(np.diff(train.time) >= 0)
+    data = CTRDataModule(source, max_len=5)
+    data.setup("fit")
+    assert len(data.datasets["valid"]) == 100  # the format's own valid file is used
+
+
+def test_real_din_text_sample(shared_data):
+    path = str(shared_data / "ctr_samples" / "din_amazon_electronics_sample.txt")
+    source = DINText({"train": path, "test": path})
+    rows = source.load_rows()["train"]
+    assert len(rows) == 100 and int(rows.label.sum()) == 48
+    assert rows.hist_indptr[1] == 2 and rows.hist_indptr[5] - rows.hist_indptr[4] == 1  # "3737 19450", "13150"
