@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from seqrec.data.datamodules import FlaggedPadding, NextItemDataModule, eval_shards
+from seqrec.data.datamodules import NextItemDataModule
+from seqrec.data.loaders import FlaggedPadding, eval_shards
 from seqrec.data.sources.movielens import MovieLens100K
 from seqrec.fit import SeqRecCLI, main, resolve_config_args
 from seqrec.models.sasrec import SASRec

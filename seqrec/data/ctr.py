@@ -41,10 +41,11 @@ from typing import Literal
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from seqrec.data.datamodules import load_sequences
 from seqrec.data.examples import left_pad
+from seqrec.data.loaders import SplitLoaders
 from seqrec.data.negatives import Sampler, item_distribution
 from seqrec.data.preprocess import Preprocessing
 from seqrec.data.sequences import Sequences
@@ -442,7 +443,7 @@ class RowQueries(Dataset):
 # ---------------------------------------------------------------------------------------------------
 
 
-class CTRDataModule(L.LightningDataModule):
+class CTRDataModule(SplitLoaders, L.LightningDataModule):
     """CTR samples for the ``CTRTask``: DIN-style from a next-item ``Source``, or rows of a ``CTRRowSource``.
 
     Args:
@@ -628,19 +629,3 @@ class CTRDataModule(L.LightningDataModule):
             self.source.describe(), sequences.summary(), self.train_mode, n_train, self.train_negatives,
             len(self.datasets["valid"]), len(self.datasets["test"]), self.eval_negatives,
         )
-
-    def _loader(self, name: str, batch_size: int, shuffle: bool) -> DataLoader:
-        return DataLoader(self.datasets[name], batch_size=batch_size, shuffle=shuffle,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
-
-    def train_dataloader(self) -> DataLoader:
-        """Shuffled training samples (or windows)."""
-        return self._loader("train", self.batch_size, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        """Validation samples in order."""
-        return self._loader("valid", self.eval_batch_size, shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        """Test samples in order."""
-        return self._loader("test", self.eval_batch_size, shuffle=False)

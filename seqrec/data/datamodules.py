@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Literal
 
 import lightning as L
 import numpy as np
-import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from seqrec.data.examples import EvalQueries, TrainExamples, training_spans
 from seqrec.data.features import ItemFeatures, ItemFeatureSource, load_item_features
+from seqrec.data.loaders import SplitLoaders
 from seqrec.data.negatives import Sampler, frozen_negatives
 from seqrec.data.preprocess import Preprocessing, preprocess
 from seqrec.data.sequences import Sequences
@@ -50,42 +48,7 @@ def load_sequences(source: Source, preprocessing: Preprocessing, cache_dir: str 
     return sequences
 
 
-class FlaggedPadding(Dataset):
-    """An evaluation dataset padded to a multiple of ``world_size`` with copies of its first queries, flagged.
-
-    Every item gains ``valid``: True for the real queries, False for the copies. Each rank then runs the
-    same number of queries and batches (DeepSpeed ZeRO-3 and FSDP gather parameters inside every forward,
-    so a rank with a batch fewer would leave the others waiting forever), while the task drops the copies
-    from its metric sums, so a multi-process evaluation counts every query exactly once.
-    """
-
-    def __init__(self, dataset: Dataset, world_size: int) -> None:
-        self.dataset, self.size = dataset, len(dataset)  # type: ignore[arg-type]
-        self.total = math.ceil(self.size / world_size) * world_size
-
-    def __len__(self) -> int:
-        return self.total
-
-    def __getitem__(self, index: int) -> dict:
-        item = self.dataset[index % self.size]
-        if not isinstance(item, dict):
-            raise TypeError(f"distributed evaluation needs dict examples (to flag padding), got {type(item).__name__}")
-        return {**item, "valid": torch.tensor(index < self.size)}
-
-
-def eval_shards(dataset: Dataset, trainer: L.Trainer | None) -> tuple[Dataset, DistributedSampler | None]:
-    """(dataset, sampler) for an evaluation loader: unchanged in one process; with W processes the
-    dataset padded by ``FlaggedPadding`` and a non-shuffling DistributedSampler (rank r gets queries
-    r, r+W, ...). Lightning keeps a DistributedSampler it finds, so it adds no padding of its own.
-    """
-    world = trainer.world_size if trainer is not None else 1
-    if world <= 1:
-        return dataset, None
-    padded = FlaggedPadding(dataset, world)
-    return padded, DistributedSampler(padded, num_replicas=world, rank=trainer.global_rank, shuffle=False)
-
-
-class NextItemDataModule(L.LightningDataModule):
+class NextItemDataModule(SplitLoaders, L.LightningDataModule):
     """Next-item data: leave-last-out or temporal split, training windows or prefixes, full or sampled evaluation.
 
     Args:
@@ -230,29 +193,3 @@ class NextItemDataModule(L.LightningDataModule):
             "%s: %s; %d training examples, %d validation and %d test queries",
             self.source.describe(), self.sequences.summary(), len(start), len(split.valid), len(split.test),
         )
-
-    # --- loaders ---------------------------------------------------------------------------------
-    def _loader(self, name: str, batch_size: int, shuffle: bool) -> DataLoader:
-        dataset, sampler = self.datasets[name], None
-        if not shuffle:  # evaluation: exact shards under multi-process runs (see eval_shards)
-            dataset, sampler = eval_shards(dataset, self.trainer)
-        return DataLoader(
-            dataset,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            sampler=sampler,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        """Shuffled training examples."""
-        return self._loader("train", self.batch_size, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        """Validation queries in user order."""
-        return self._loader("valid", self.eval_batch_size, shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        """Test queries in user order."""
-        return self._loader("test", self.eval_batch_size, shuffle=False)

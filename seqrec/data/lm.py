@@ -53,9 +53,10 @@ from typing import Literal
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from seqrec.data.download import DownloadError, fetch, sha256_of
+from seqrec.data.loaders import SplitLoaders
 from seqrec.data.sources.base import resolve_cache_dir
 from seqrec.data.sources.sasrec_text import read_maybe_gzip
 
@@ -318,7 +319,7 @@ class LMWindows(Dataset):
         return {"items": torch.from_numpy(items), "labels": torch.from_numpy(labels)}
 
 
-class LMDataModule(L.LightningDataModule):
+class LMDataModule(SplitLoaders, L.LightningDataModule):
     """LM1B windows for next-word models (module docstring): a vocabulary is a catalogue of "items".
 
     Args:
@@ -443,21 +444,3 @@ class LMDataModule(L.LightningDataModule):
             self.source.describe(), len(self.vocabulary), *(len(self.datasets[s]) for s in SPLITS),
             {s: round(v, 4) for s, v in unk.items()},
         )
-
-    def _loader(self, split: str, batch_size: int, shuffle: bool) -> DataLoader:
-        return DataLoader(
-            self.datasets[split], batch_size=batch_size, shuffle=shuffle, num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        """Shuffled training windows."""
-        return self._loader("train", self.batch_size, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        """Validation windows in order."""
-        return self._loader("valid", self.eval_batch_size, shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        """Test windows in order."""
-        return self._loader("test", self.eval_batch_size, shuffle=False)

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqrec.metrics.ctr import CTRMetrics, GAUCWeighting
+from seqrec.tasks.padding import drop_padding
 
 
 def trim_padding(batch: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -84,7 +85,7 @@ class CTRTask(L.LightningModule):
     # --- training -------------------------------------------------------------------------------
     def loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
         """(mean BCE over the batch's valid targets, their number)."""
-        batch = trim_padding(batch)
+        batch = trim_padding(drop_padding(batch))
         if "items" in batch:  # windows: every position of the window is a target
             self._check_ids(batch["items"], batch["targets"])
             logits = self.model.forward_windows(batch["items"], batch["targets"])  # (B, L, C)
@@ -128,7 +129,7 @@ class CTRTask(L.LightningModule):
 
     # --- evaluation -----------------------------------------------------------------------------
     def _update(self, metrics: CTRMetrics, batch: dict[str, Tensor]) -> None:
-        batch = trim_padding(batch)
+        batch = trim_padding(drop_padding(batch))
         history, targets, labels = batch["history"], batch["targets"], batch["labels"]  # (B, L), (B, C), (B, C)
         self._check_ids(history, targets)
         logits = self.model(history, targets)  # (B, C)

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 
 from seqrec.tasks.next_item import NextItemTask
+from seqrec.tasks.padding import drop_padding
 
 
 def vocabulary_statistics(model: nn.Module, hidden: Tensor, target: Tensor, chunk_size: int) -> tuple[Tensor, Tensor]:
@@ -141,13 +142,13 @@ class LanguageModelTask(NextItemTask):
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Accumulate validation statistics."""
-        nll, ranks = self.target_statistics(batch)
+        nll, ranks = self.target_statistics(drop_padding(batch))
         self.val_lm.update(nll, ranks)
         self.val_metrics.update(ranks[:, 0])
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Accumulate test statistics."""
-        nll, ranks = self.target_statistics(batch)
+        nll, ranks = self.target_statistics(drop_padding(batch))
         self.test_lm.update(nll, ranks)
         self.test_metrics.update(ranks[:, 0])
 

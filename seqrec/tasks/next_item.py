@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqrec.metrics.ranking import RankingMetrics, rank_of_target
+from seqrec.tasks.padding import drop_padding
 
 DEFAULT_METRICS = ["hr@10", "ndcg@10", "mrr@10", "hr@20", "ndcg@20", "map@20"]
 
@@ -46,12 +47,6 @@ def full_catalogue_ranks(
         scores[rows[own], target[own] - start] = -math.inf
         above += (scores > target_scores.unsqueeze(-1)).sum(dim=-1)
     return above + 1
-
-
-def real_queries(batch: dict[str, Tensor], values: Tensor) -> Tensor:
-    """``values`` of the real queries: rows flagged ``valid=False`` are multi-process padding (counted once elsewhere)."""
-    valid = batch.get("valid")
-    return values if valid is None else values[valid]
 
 
 class NextItemTask(L.LightningModule):
@@ -185,11 +180,11 @@ class NextItemTask(L.LightningModule):
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Accumulate validation ranks."""
-        self.val_metrics.update(real_queries(batch, self.ranks(batch)))
+        self.val_metrics.update(self.ranks(drop_padding(batch)))
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Accumulate test ranks."""
-        self.test_metrics.update(real_queries(batch, self.ranks(batch)))
+        self.test_metrics.update(self.ranks(drop_padding(batch)))
 
     def on_validation_epoch_end(self) -> None:
         """Log ``val/<metric>`` (computed from global sums and counts) and reset."""
