@@ -33,3 +33,7 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
+
+# Paper reproductions (hours on CPU): bounded sittings that resume, e.g. make repro ARGS="--max-time 00:02:00:00 --resume"
+repro: setup
+	$(PY) -m seqrec.bench.repro --out results/REPRODUCTION.md $(ARGS)

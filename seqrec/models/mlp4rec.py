@@ -1,0 +1,287 @@
+"""MLP4Rec (Li et al., IJCAI 2022): all-MLP mixing along the sequence, the embedding channels and the item features.
+
+Read from the official code (github Li-Muyang/MLP4Rec, ``recbole/model/sequential_recommender/mlp4rec.py``),
+written anew here. The input stacks F + 1 "feature channels" per position, X ∈ R^{(F+1)×B×L×d}: channel 0
+the item embedding, channel f the embedding of the item's f-th feature (token: lookup; token
+sequence: masked mean of its token embeddings; float: value × a learned vector). Every mixer is a
+pre-norm residual MLP, x + MLP(LayerNorm_d(x)), with MLP(n) = Dropout(Linear(4n→n) Dropout(GELU(Linear(n→4n)))):
+
+- sequence mixer: the MLP runs along the L positions (one d-wide LayerNorm, then mixing across positions);
+- channel mixer: the MLP runs along d;
+- feature mixer: the MLP runs across the F + 1 channels.
+
+One layer: for every channel f, X[f] ← channel_mix(sequence_mix(X[f])); then X ← feature_mix(X). After
+``num_layers`` layers the output is LayerNorm(X[0]); scores are tied to the item embedding.
+
+Choices and deviations (each an option):
+- ``share_mixers=True`` (official): one sequence, one channel and one feature mixer serve every channel
+  and every layer (the official code appends the same two mixer objects for every channel and reuses them
+  in each layer). ``False`` gives each layer its own three mixers (still shared across channels).
+- ``causal=False`` (official): position t's sequence mixing reads every position, later ones included.
+  This is harmless for MLP4Rec's protocol, where each training example is one prefix with its single label
+  after the last position (nothing later than the output position exists), but it rules out training with
+  labels at every position (``train_mode: windows``), where position t would see its own label as the
+  input at t + 1: the task refuses such batches for a non-causal model. ``causal=True`` masks both
+  sequence-mixing weight matrices MADE-style (hidden unit k belongs to position k // 4; W1 lets it read
+  positions ≤ k // 4, W2 lets output j read hidden units of positions ≤ j), so output t depends on inputs
+  ≤ t only.
+- Padding: sequences are left-padded (newest item at L - 1; the official RecBole code right-pads and
+  reads position ``len - 1``). With ``mask_padding=True`` (default) every channel is zeroed at padded
+  positions at the input and after every mixer, so padded positions carry no content into real ones (only
+  the sequence mixer's fixed per-position bias remains). ``False`` is the official behaviour (padding
+  rows evolve like real ones).
+- Initialisation as the official code: embeddings and channel-mixer Linears N(0, 0.02), biases 0;
+  sequence and feature mixers keep PyTorch's default (they are ``Conv1d(kernel_size=1)`` there, which
+  RecBole's initialiser skips). The padding rows of the item and token embeddings are zero.
+- The item-feature tables are model buffers (``set_item_features``, called once by the task with the
+  datamodule's tables), so a batch carries item ids only and a checkpoint is self-contained.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seqrec.models.base import SequenceRecommender
+
+FEATURE_KINDS = ("token", "token_seq", "float")
+
+
+class Dropout(nn.Module):
+    """Inverted dropout, x · m / (1 - p) with m ~ Bernoulli(1 - p), drawn as ``rand_like(x) >= p``.
+
+    Hand-written because ``nn.Dropout`` draws its mask with ``bernoulli_``, which on CPU is about 4× slower
+    than ``rand_like``; with MLP4Rec's dropout on every (4×-expanded) mixer activation that mask drawing
+    was the largest single cost of a training step. Same distribution, same expectation.
+    """
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x (...) -> same shape; identity in eval mode or when p = 0."""
+        if not self.training or self.p == 0.0:
+            return x
+        mask = torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))  # 0 or 1/(1-p), in place
+        return x * mask
+
+
+class MixerMLP(nn.Module):
+    """x + MLP(LayerNorm(x)) with the MLP acting along one axis of size n: Linear(n→en), GELU, Dropout, Linear(en→n), Dropout.
+
+    x is the stacked (C, B, L, d) tensor; ``axis`` is "sequence" (L), "channel" (d) or "feature" (C). The
+    LayerNorm is always over d, as in the official ``PreNormResidual``. Each axis uses the product that
+    needs no transpose: W @ x over L (batched), x Wᵀ over d, W @ x.view(C, -1) over C.
+    ``causal`` (sequence axis only) masks both weights so that output j reads inputs ≤ j.
+    """
+
+    def __init__(
+        self, axis: str, size: int, d_model: int, expansion: int, dropout: float, eps: float, causal: bool = False
+    ) -> None:
+        super().__init__()
+        if axis not in ("sequence", "channel", "feature"):
+            raise ValueError(f"axis must be 'sequence', 'channel' or 'feature', got {axis!r}")
+        self.axis = axis
+        self.layer_norm = nn.LayerNorm(d_model, eps=eps)
+        self.fc1 = nn.Linear(size, size * expansion)
+        self.fc2 = nn.Linear(size * expansion, size)
+        self.dropout = Dropout(dropout)
+        self.causal = causal
+        if causal:
+            owner = torch.arange(size * expansion) // expansion  # position each hidden unit belongs to
+            position = torch.arange(size)
+            self.register_buffer("mask1", (position.unsqueeze(0) <= owner.unsqueeze(1)).float(), persistent=False)
+            self.register_buffer("mask2", (owner.unsqueeze(0) <= position.unsqueeze(1)).float(), persistent=False)
+
+    def _linear(self, y: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+        if self.axis == "channel":
+            return F.linear(y, weight, bias)  # (..., d) -> (..., d')
+        if self.axis == "sequence":
+            return torch.matmul(weight, y) + bias.unsqueeze(-1)  # (C, B, L, d) -> (C, B, L', d)
+        C = y.shape[0]
+        out = torch.addmm(bias.unsqueeze(-1), weight, y.reshape(C, -1))  # (C', B·L·d)
+        return out.view(weight.shape[0], *y.shape[1:])  # (C', B, L, d)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x (C, B, L, d) -> (C, B, L, d)."""
+        w1, w2 = self.fc1.weight, self.fc2.weight
+        if self.causal:
+            w1, w2 = w1 * self.mask1, w2 * self.mask2
+        y = self.dropout(F.gelu(self._linear(self.layer_norm(x), w1, self.fc1.bias)))  # n -> e·n along the axis
+        return x + self.dropout(self._linear(y, w2, self.fc2.bias))  # e·n -> n
+
+
+class MixerLayer(nn.Module):
+    """One set of sequence, channel and feature mixers."""
+
+    def __init__(
+        self, max_len: int, d_model: int, channels: int, expansion: int, dropout: float, eps: float, causal: bool
+    ) -> None:
+        super().__init__()
+        self.sequence_mixer = MixerMLP("sequence", max_len, d_model, expansion, dropout, eps, causal)
+        self.channel_mixer = MixerMLP("channel", d_model, d_model, expansion, dropout, eps)
+        self.feature_mixer = MixerMLP("feature", channels, d_model, expansion, dropout, eps)
+
+    def forward(self, x: Tensor, keep: Tensor | None) -> Tensor:
+        """x (C, B, L, d); keep (B, L, 1) or None -> (C, B, L, d)."""
+        x = self.sequence_mixer(x)  # along L, each channel alike
+        x = x if keep is None else x * keep
+        x = self.channel_mixer(x)  # along d
+        x = x if keep is None else x * keep
+        x = self.feature_mixer(x)  # across the C = F + 1 channels
+        return x if keep is None else x * keep
+
+
+class ItemFeatureEncoder(nn.Module):
+    """One item feature: its (N + 1, ...) table as a buffer and its embedding into R^d.
+
+    token: E[t]; token_seq: Σ_j m_j E[t_j] / max(Σ_j m_j, 1) with m_j = 1[t_j ≠ 0] (masked mean);
+    float: v · w with a learned w ∈ R^d.
+    """
+
+    def __init__(self, kind: str, num_items: int, d_model: int, vocab_size: int, max_tokens: int) -> None:
+        super().__init__()
+        if kind not in FEATURE_KINDS:
+            raise ValueError(f"feature kind must be one of {FEATURE_KINDS}, got {kind!r}")
+        self.kind = kind
+        if kind == "float":
+            self.vector = nn.Parameter(torch.zeros(d_model))
+            self.register_buffer("table", torch.zeros(num_items + 1))
+        else:
+            if vocab_size < 2:
+                raise ValueError(f"a {kind} feature needs vocab_size >= 2 (padding and unknown), got {vocab_size}")
+            self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=0)
+            shape = (num_items + 1,) if kind == "token" else (num_items + 1, max_tokens)
+            self.register_buffer("table", torch.zeros(shape, dtype=torch.long))
+
+    def forward(self, items: Tensor) -> Tensor:
+        """items (B, L) -> (B, L, d), embedded once per distinct item of the batch, then gathered."""
+        unique, inverse = torch.unique(items, return_inverse=True)  # (U,), (B, L)
+        values = self.table[unique]  # (U,) or (U, T)
+        if self.kind == "float":
+            embedded = values.unsqueeze(-1) * self.vector  # (U, d)
+        elif self.kind == "token":
+            embedded = self.embedding(values)  # (U, d)
+        else:
+            # masked mean: padding_idx entries are left out of the mean; a row of padding only gives 0
+            embedded = F.embedding_bag(values, self.embedding.weight, mode="mean", padding_idx=0)  # (U, d)
+        return embedded[inverse]  # (B, L, d)
+
+
+class MLP4Rec(SequenceRecommender):
+    """MLP4Rec with sequence, channel and feature mixers over F + 1 channels (module docstring for the details).
+
+    ``feature_spec``: one dict per item feature, ``{"name", "kind" (token | token_seq | float),
+    "vocab_size", "max_tokens"}`` (the datamodule's ``item_feature_spec``, linked by the CLI); None or []
+    builds the model on the item channel alone (F = 0).
+    """
+
+    uses_item_features = True
+
+    def __init__(
+        self,
+        num_items: int,
+        max_len: int = 50,
+        d_model: int = 128,
+        num_layers: int = 4,
+        expansion: int = 4,
+        dropout: float = 0.5,
+        feature_spec: list[dict] | None = None,
+        share_mixers: bool = True,
+        causal: bool = False,
+        mask_padding: bool = True,
+        layer_norm_eps: float = 1e-12,
+        init_std: float = 0.02,
+    ) -> None:
+        super().__init__()
+        if num_items < 1:
+            raise ValueError(f"num_items must be >= 1, got {num_items}")
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        self.num_items, self.max_len, self.d_model = num_items, max_len, d_model
+        self.num_layers, self.causal, self.mask_padding = num_layers, causal, mask_padding
+        self.feature_spec = [dict(s) for s in (feature_spec or [])]
+        self.feature_names = [str(s["name"]) for s in self.feature_spec]
+        if len(set(self.feature_names)) != len(self.feature_names):
+            raise ValueError(f"feature names must be unique, got {self.feature_names}")
+        self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
+        self.feature_encoders = nn.ModuleList(
+            ItemFeatureEncoder(str(s["kind"]), num_items, d_model, int(s.get("vocab_size", 0)), int(s.get("max_tokens", 1)))
+            for s in self.feature_spec
+        )
+        channels = len(self.feature_spec) + 1
+        make = lambda: MixerLayer(max_len, d_model, channels, expansion, dropout, layer_norm_eps, causal)  # noqa: E731
+        self.layers = nn.ModuleList([make()] if share_mixers else [make() for _ in range(num_layers)])
+        self.share_mixers = share_mixers
+        self.final_layer_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        # False until set_item_features copies the tables (persistent, so a checkpoint restores it)
+        self.register_buffer("features_ready", torch.tensor(not self.feature_spec))
+        self.reset_parameters(init_std)
+
+    def reset_parameters(self, std: float = 0.02) -> None:
+        """N(0, std) embeddings, float-feature vectors and channel-mixer weights, zero biases; padding rows zero."""
+        with torch.no_grad():
+            nn.init.normal_(self.item_embedding.weight, std=std)
+            self.item_embedding.weight[0].zero_()
+            for encoder in self.feature_encoders:
+                if encoder.kind == "float":
+                    nn.init.normal_(encoder.vector, std=std)
+                else:
+                    nn.init.normal_(encoder.embedding.weight, std=std)
+                    encoder.embedding.weight[0].zero_()
+            for layer in self.layers:
+                for linear in (layer.channel_mixer.fc1, layer.channel_mixer.fc2):
+                    nn.init.normal_(linear.weight, std=std)
+                    nn.init.zeros_(linear.bias)
+
+    def set_item_features(self, tables: dict[str, Tensor]) -> None:
+        """Copy the (N + 1, ...) feature tables (row 0 = padding) into the buffers; names and shapes must match."""
+        if sorted(tables) != sorted(self.feature_names):
+            raise ValueError(
+                f"the model was built for item features {self.feature_names} but the data provides {sorted(tables)}: "
+                "leave model feature_spec unset so the CLI links it from the data's features"
+            )
+        with torch.no_grad():
+            for name, encoder in zip(self.feature_names, self.feature_encoders):
+                table = torch.as_tensor(tables[name])
+                if table.shape != encoder.table.shape:
+                    raise ValueError(
+                        f"item feature {name!r}: expected a table of shape {tuple(encoder.table.shape)} "
+                        f"(num_items + 1 rows{', max_tokens columns' if table.dim() == 2 else ''}), found {tuple(table.shape)}"
+                    )
+                encoder.table.copy_(table.to(encoder.table.dtype))
+            self.features_ready.fill_(True)
+
+    def item_embeddings(self) -> Tensor:
+        """(N + 1, d) tied item table (the item channel's embedding, as the official code scores)."""
+        return self.item_embedding.weight
+
+    def embed(self, items: Tensor) -> Tensor:
+        """items (B, L) -> stacked channels X (F + 1, B, L, d): the item embedding, then one per feature."""
+        channels = [self.item_embedding(items)] + [encoder(items) for encoder in self.feature_encoders]
+        return torch.stack(channels, dim=0)  # (C, B, L, d)
+
+    def forward(self, items: Tensor) -> Tensor:
+        """items (B, L) left-padded -> hidden (B, L, d) = LayerNorm(channel 0 after the mixer layers)."""
+        B, L = items.shape
+        if L != self.max_len:
+            raise ValueError(
+                f"MLP4Rec mixes along a fixed sequence length: expected inputs of length max_len={self.max_len}, "
+                f"found {L}; left-pad (or cut) the sequences to max_len"
+            )
+        if not bool(self.features_ready):
+            raise RuntimeError(
+                f"item features {self.feature_names} were never set: call set_item_features(tables) with the "
+                "datamodule's item_feature_tables() (the task does this in setup)"
+            )
+        keep = (items != 0).unsqueeze(-1).to(self.item_embedding.weight.dtype) if self.mask_padding else None  # (B, L, 1)
+        x = self.embed(items)  # (C, B, L, d)
+        if keep is not None:
+            x = x * keep
+        for i in range(self.num_layers):
+            x = self.layers[0 if self.share_mixers else i](x, keep)
+        return self.final_layer_norm(x[0])  # (B, L, d)

@@ -1,0 +1,104 @@
+"""GRU4Rec: a reference step-by-step recurrence, padding invariance, causality, tied scores, cost formula."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from seqrec.models.gru4rec import GRU4Rec, rotate_rows
+
+
+@pytest.fixture
+def one_thread():
+    """Training tests run on one thread: on a small shared machine two threads can be many times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+N, D, H = 25, 8, 12
+
+
+def model(**kw) -> GRU4Rec:
+    torch.manual_seed(0)
+    return GRU4Rec(num_items=N, d_model=D, hidden_size=H, dropout=0.0, **kw).eval()
+
+
+def test_rotate_rows():
+    x = torch.tensor([[0, 0, 1, 2], [3, 4, 5, 6]])
+    assert rotate_rows(x, torch.tensor([2, 0])).tolist() == [[1, 2, 0, 0], [3, 4, 5, 6]]
+    assert rotate_rows(rotate_rows(x, torch.tensor([2, 1])), torch.tensor([2, 3])).tolist() == x.tolist()
+
+
+def test_matches_a_step_by_step_gru_cell():
+    m = model()
+    cell = nn.GRUCell(D, H, bias=False)
+    with torch.no_grad():
+        cell.weight_ih.copy_(m.gru.weight_ih_l0)
+        cell.weight_hh.copy_(m.gru.weight_hh_l0)
+    items = torch.tensor([[0, 0, 0, 4, 9, 2, 7], [3, 1, 4, 1, 5, 9, 2]])
+    hidden = m(items)
+    for b in range(2):
+        h = torch.zeros(1, H)
+        for t in range(items.shape[1]):
+            if items[b, t] == 0:
+                assert torch.all(hidden[b, t] == 0)  # padded positions output zero
+                continue
+            h = cell(m.item_embedding.weight[items[b, t]].unsqueeze(0), h)  # the state starts at the first real item
+            assert torch.allclose(hidden[b, t], m.dense(h)[0], atol=1e-5)
+
+
+def test_padding_amount_never_changes_the_states():
+    m = model(num_layers=2)
+    short = torch.tensor([[0, 5, 6, 7]])
+    long = torch.tensor([[0, 0, 0, 0, 0, 5, 6, 7]])
+    assert torch.allclose(m(short)[0, 1:], m(long)[0, 5:], atol=1e-6)
+    with torch.no_grad():
+        m.item_embedding.weight[0].normal_()  # garbage in the padding row changes nothing
+    assert torch.allclose(m(short)[0, 1:], m(long)[0, 5:], atol=1e-6)
+
+
+def test_causal_and_tied_scores():
+    m = model()
+    a = torch.tensor([[0, 1, 2, 3, 4]])
+    b = a.clone()
+    b[0, -1] = 20
+    ha, hb = m(a), m(b)
+    assert torch.allclose(ha[0, :-1], hb[0, :-1]) and not torch.allclose(ha[0, -1], hb[0, -1])
+    scores = m.score(ha[:, -1])
+    assert scores.shape == (1, N + 1)
+    assert torch.allclose(scores[0, 7], ha[0, -1] @ m.item_embedding.weight[7])
+
+
+def test_recbole_structure_and_cost_formula():
+    m = model(num_layers=2)
+    assert m.gru.bias is False and m.gru.num_layers == 2
+    assert m.dense.in_features == H and m.dense.out_features == D
+    assert m.macs_per_position() == 3 * (D * H + H * H) + 3 * H + 3 * (H * H + H * H) + 3 * H + H * D
+    from torch.utils.flop_counter import FlopCounterMode
+
+    one = GRU4Rec(num_items=N, d_model=D, hidden_size=H, dropout=0.0).eval()
+    with FlopCounterMode(display=False) as counter:
+        one(torch.tensor([[3]]))
+    matmul_macs = counter.get_total_flops() // 2  # the counter sees the matrix products only
+    assert matmul_macs == one.macs_per_position() - 3 * H
+
+
+def test_learns_next_item_ring(one_thread):
+    torch.manual_seed(0)
+    m = GRU4Rec(num_items=N, d_model=16, hidden_size=32, dropout=0.0)
+    opt = torch.optim.Adam(m.parameters(), lr=2e-2)
+    for _ in range(40):
+        start = torch.randint(1, N + 1, (32, 1))
+        seq = (start + torch.arange(7)) % N + 1  # (32, 7): next = previous + 1 (mod N)
+        hidden = m(seq[:, :-1])  # (32, 6, d)
+        logits = m.score(hidden)[..., 1:]
+        loss = nn.functional.cross_entropy(logits.reshape(-1, N), (seq[:, 1:] - 1).reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    m.eval()
+    seq = (torch.arange(1, N + 1).unsqueeze(1) + torch.arange(7)) % N + 1
+    predicted = m.score(m(seq[:, :-1])[:, -1])[:, 1:].argmax(-1) + 1
+    assert (predicted == seq[:, -1]).float().mean() > 0.9

@@ -1,0 +1,251 @@
+"""MLP4Rec: mixer structure, causality option, padding, feature channels and tables, and the shipped configs end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from seqrec.fit import main
+from seqrec.models.mlp4rec import MixerMLP, MLP4Rec
+from seqrec.tasks.next_item import NextItemTask
+
+
+@pytest.fixture
+def one_thread():
+    """Training tests run on one thread: on a small shared machine two threads can be many times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+N, L, D = 30, 8, 16
+SPEC = [
+    {"name": "genres", "kind": "token_seq", "vocab_size": 7, "max_tokens": 3},
+    {"name": "brand", "kind": "token", "vocab_size": 5, "max_tokens": 1},
+    {"name": "year", "kind": "float", "vocab_size": 0, "max_tokens": 1},
+]
+
+
+def tables(seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    genres = torch.randint(0, 7, (N + 1, 3), generator=g)
+    genres[:, 0] = torch.randint(1, 7, (N + 1,), generator=g)  # at least one token per item
+    out = {
+        "genres": genres,
+        "brand": torch.randint(1, 5, (N + 1,), generator=g),
+        "year": torch.rand(N + 1, generator=g),
+    }
+    for t in out.values():
+        t[0] = 0  # padding row
+    return out
+
+
+def model(spec=SPEC, **kw) -> MLP4Rec:
+    torch.manual_seed(0)
+    m = MLP4Rec(num_items=N, max_len=L, d_model=D, num_layers=2, dropout=0.0, feature_spec=spec, **kw)
+    if spec:
+        m.set_item_features(tables())
+    return m.eval()
+
+
+ITEMS = torch.tensor([[0, 0, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 5, 6, 7, 9]])
+
+
+def test_shapes_and_tied_scores():
+    m = model()
+    hidden = m(ITEMS)
+    assert hidden.shape == (2, L, D)
+    assert m.embed(ITEMS).shape == (4, 2, L, D)  # F + 1 channels
+    scores = m.score(hidden[:, -1])
+    assert scores.shape == (2, N + 1)
+    assert torch.allclose(scores[0, 5], hidden[0, -1] @ m.item_embedding.weight[5])
+
+
+def test_shared_mixers_versus_per_layer():
+    shared = MLP4Rec(N, L, D, num_layers=3, feature_spec=SPEC, share_mixers=True)
+    per_layer = MLP4Rec(N, L, D, num_layers=3, feature_spec=SPEC, share_mixers=False)
+    assert len(shared.layers) == 1 and len(per_layer.layers) == 3
+    mixer = sum(p.numel() for p in shared.layers[0].parameters())
+    assert sum(p.numel() for p in per_layer.parameters()) - sum(p.numel() for p in shared.parameters()) == 2 * mixer
+    # the official expansion: Linear(n -> 4n) along each axis (L, d, F + 1)
+    layer = shared.layers[0]
+    assert layer.sequence_mixer.fc1.weight.shape == (4 * L, L)
+    assert layer.channel_mixer.fc1.weight.shape == (4 * D, D)
+    assert layer.feature_mixer.fc1.weight.shape == (4 * 4, 4)
+
+
+def test_mixer_is_prenorm_residual_mlp_along_its_axis():
+    torch.manual_seed(0)
+    x = torch.randn(3, 2, 5, 4)  # (C, B, L, d)
+    for axis, dim in (("sequence", 2), ("channel", 3), ("feature", 0)):
+        size = x.shape[dim]
+        mixer = MixerMLP(axis, size, 4, expansion=4, dropout=0.0, eps=1e-12).eval()
+        y = F.layer_norm(x, (4,), mixer.layer_norm.weight, mixer.layer_norm.bias, eps=1e-12).movedim(dim, -1)
+        y = mixer.fc2(F.gelu(mixer.fc1(y))).movedim(-1, dim)
+        assert torch.allclose(mixer(x), x + y, atol=1e-5), axis
+
+
+def test_non_causal_by_default_and_causal_option():
+    changed = ITEMS.clone()
+    changed[:, -1] = 20  # only the newest item differs
+    for causal in (False, True):
+        m = model(causal=causal)
+        before, after = m(ITEMS), m(changed)
+        assert not torch.allclose(before[:, -1], after[:, -1])
+        earlier_same = torch.allclose(before[:, :-1], after[:, :-1], atol=1e-5)
+        assert earlier_same == causal  # official (non-causal): earlier positions see the later item
+    # with mask_padding=False (official) causality still holds for the causal variant
+    m = model(causal=True, mask_padding=False)
+    assert torch.allclose(m(ITEMS)[:, :-1], m(changed)[:, :-1], atol=1e-5)
+
+
+def test_padding_content_never_reaches_real_positions():
+    m = model()
+    before = m(ITEMS)[0, 2:].clone()
+    with torch.no_grad():  # garbage in every padding row: item embedding and feature tables
+        m.item_embedding.weight[0].normal_()
+        for encoder in m.feature_encoders:
+            encoder.table[0] = 3
+    assert torch.allclose(m(ITEMS)[0, 2:], before, atol=1e-5)
+
+
+def test_features_enter_the_output_and_token_seq_is_a_masked_mean():
+    m = model()
+    base = m(ITEMS)[:, -1].clone()
+    for name in ("genres", "brand", "year"):
+        changed = tables()
+        changed[name][8] = changed[name][8] + (1 if name != "genres" else 0)
+        if name == "genres":
+            changed[name][8] = torch.tensor([6, 6, 0])
+        m.set_item_features(changed)
+        assert not torch.allclose(m(ITEMS)[0, -1], base[0]), name  # item 8 is user 0's newest
+        m.set_item_features(tables())
+    genres = m.feature_encoders[0]
+    rows = genres.table[ITEMS]  # (B, L, T)
+    mask = (rows != 0).unsqueeze(-1).float()
+    expected = (genres.embedding(rows) * mask).sum(2) / mask.sum(2).clamp(min=1)
+    assert torch.allclose(genres(ITEMS), expected, atol=1e-6)
+    assert torch.all(genres(torch.zeros(1, L, dtype=torch.long)) == 0)  # padding row: no tokens -> 0
+    year = m.feature_encoders[2]
+    assert torch.allclose(year(ITEMS), year.table[ITEMS].unsqueeze(-1) * year.vector)
+
+
+def test_without_features_it_is_the_item_channel_alone():
+    m = model(spec=None)
+    assert len(m.feature_encoders) == 0 and m.embed(ITEMS).shape[0] == 1
+    assert m(ITEMS).shape == (2, L, D)
+    m.set_item_features({})  # nothing to set; still fine
+
+
+def test_feature_tables_are_checked_set_once_and_saved():
+    m = MLP4Rec(N, L, D, feature_spec=SPEC)
+    with pytest.raises(RuntimeError, match="never set"):
+        m(ITEMS)
+    with pytest.raises(ValueError, match="provides \\['genres'\\]"):
+        m.set_item_features({"genres": tables()["genres"]})
+    bad = tables()
+    bad["genres"] = bad["genres"][:, :2]
+    with pytest.raises(ValueError, match="'genres'.*shape \\(31, 3\\).*found \\(31, 2\\)"):
+        m.set_item_features(bad)
+    m.set_item_features(tables())
+    restored = MLP4Rec(N, L, D, feature_spec=SPEC)
+    restored.load_state_dict(m.state_dict())  # tables and the ready flag travel with the checkpoint
+    assert torch.equal(restored.feature_encoders[0].table, tables()["genres"])
+    assert torch.allclose(restored.eval()(ITEMS), m.eval()(ITEMS))
+    with pytest.raises(ValueError, match="max_len=8"):
+        m(ITEMS[:, 1:])
+
+
+def test_task_refuses_labels_before_the_last_position_for_a_non_causal_model():
+    task = NextItemTask(model(spec=None))
+    windows = {"items": ITEMS, "labels": torch.roll(ITEMS, -1, dims=1)}
+    with pytest.raises(ValueError, match="not causal.*train_mode: prefix"):
+        task.training_step(windows, 0)
+    prefix = {"items": ITEMS, "labels": torch.zeros_like(ITEMS)}
+    prefix["labels"][:, -1] = 11
+    assert torch.isfinite(task.training_step(prefix, 0))
+    causal = NextItemTask(model(spec=None, causal=True))
+    assert torch.isfinite(causal.training_step(windows, 0))
+
+
+def test_learns_a_sequence_pattern(one_thread):
+    """Prefix training on 'next = newest + 1' must beat chance (1/30) by far within 60 steps."""
+    torch.manual_seed(0)
+    m = MLP4Rec(N, L, 16, num_layers=1, dropout=0.0)
+    opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+    for _ in range(60):
+        start = torch.randint(1, N + 1, (32, 1))
+        seq = (start + torch.arange(L + 1)) % N + 1  # (64, L + 1)
+        hidden = m(seq[:, :-1])[:, -1]
+        loss = F.cross_entropy(m.score(hidden)[:, 1:], seq[:, -1] - 1)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    m.eval()
+    seq = (torch.arange(1, N + 1).unsqueeze(1) + torch.arange(L + 1)) % N + 1
+    accuracy = (m.score(m(seq[:, :-1])[:, -1])[:, 1:].argmax(-1) + 1 == seq[:, -1]).float().mean()
+    assert accuracy > 0.9
+
+
+# --- the shipped configs, end to end on the MovieLens fixture ---------------------------------------
+
+
+def fit_args(config: str, root: Path, run_dir: Path, *extra: str) -> list[str]:
+    return [
+        "--config", config,
+        "--data.init_args.source.init_args.root", str(root),
+        "--data.init_args.max_len", "10",
+        "--data.init_args.eval_negatives", "5",
+        "--trainer.max_epochs", "2",
+        "--trainer.enable_progress_bar", "false",
+        "--trainer.logger.init_args.save_dir", str(run_dir),
+        "--trainer.default_root_dir", str(run_dir),
+        "--threads", "1",
+        *extra,
+    ]
+
+
+def test_mlp4rec_config_links_features_and_runs(ml100k_root, tmp_path):
+    results = main(fit_args("mlp4rec_ml100k.yaml", ml100k_root, tmp_path, "--model.init_args.model.init_args.d_model", "16",
+                            "--model.init_args.model.init_args.num_layers", "1"))
+    assert set(results) >= {"test/hr@10", "test/ndcg@10", "test/mrr@10"}
+    config = next(tmp_path.rglob("config.yaml")).read_text()
+    assert "SourceItemFeatures" in config and "negative_sampler: popularity" in config
+    ckpt = torch.load(next(tmp_path.rglob("last.ckpt")), weights_only=False)
+    names = {k for k in ckpt["state_dict"] if k.endswith(".table")}
+    assert names == {f"model.feature_encoders.{i}.table" for i in range(3)}  # genres, title, year
+    assert bool(ckpt["state_dict"]["model.features_ready"])
+
+
+@pytest.mark.parametrize("config", ["sasrec_ml100k_pop100.yaml", "gru4rec_ml100k_pop100.yaml"])
+def test_baseline_configs_run_under_the_same_protocol(config, ml100k_root, tmp_path):
+    results = main(fit_args(config, ml100k_root, tmp_path, "--model.init_args.model.init_args.d_model", "16"))
+    assert set(results) >= {"test/hr@10", "test/ndcg@10", "test/mrr@10"}
+    written = json.loads(next(tmp_path.rglob("test_metrics.json")).read_text())
+    assert written == pytest.approx(results)
+
+
+def test_beauty_config_validates(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--config", "mlp4rec_beauty.yaml", "--print_config"])
+    assert exit_info.value.code in (0, None)
+    printed = capsys.readouterr().out
+    assert "seqrec.data.features.S3RecAttributes" in printed and "seqrec.models.mlp4rec.MLP4Rec" in printed
+
+
+@pytest.mark.slow
+def test_real_beauty_config_runs_a_few_steps(shared_data, tmp_path):
+    results = main([
+        "--config", "mlp4rec_beauty.yaml",
+        "--data.init_args.source.init_args.path", str(shared_data / "s3rec" / "Beauty.txt.gz"),
+        "--data.init_args.features.init_args.path", str(shared_data / "s3rec" / "Beauty_item2attributes.json.gz"),
+        "--model.init_args.model.init_args.d_model", "8", "--model.init_args.model.init_args.num_layers", "1",
+        "--trainer.max_epochs", "1", "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1",
+        "--trainer.limit_test_batches", "1", "--trainer.enable_progress_bar", "false",
+        "--trainer.logger.init_args.save_dir", str(tmp_path), "--trainer.default_root_dir", str(tmp_path), "--threads", "1",
+    ])
+    assert set(results) >= {"test/hr@10", "test/ndcg@10", "test/mrr@10"}
