@@ -27,12 +27,7 @@ history of the target at window position t is then the window's events up to t (
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import os
-import shutil
-import tempfile
-import zlib
 from abc import abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +38,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from seqrec.data.array_cache import load_arrays, save_arrays
 from seqrec.data.datamodules import load_sequences
 from seqrec.data.examples import left_pad
 from seqrec.data.loaders import SplitLoaders
@@ -54,59 +50,7 @@ from seqrec.data.splits import Split, leave_last_out
 
 log = logging.getLogger(__name__)
 
-_CACHE_VERSION = 1
 NO_FILTERS = Preprocessing()
-
-
-# ---------------------------------------------------------------------------------------------------
-# Atomic array caches (a directory of .npy files and a manifest with CRC32s)
-# ---------------------------------------------------------------------------------------------------
-
-
-def _crc32(path: Path) -> int:
-    value = 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 24):
-            value = zlib.crc32(chunk, value)
-    return value
-
-
-def save_arrays(directory: str | Path, arrays: dict[str, np.ndarray], meta: dict | None = None) -> None:
-    """Write ``arrays`` as ``<name>.npy`` plus ``manifest.json`` (CRC32s) into ``directory`` atomically."""
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
-        manifest: dict = {"version": _CACHE_VERSION, "meta": meta or {}, "arrays": {}}
-        for name, array in arrays.items():
-            path = tmp / f"{name}.npy"
-            np.save(path, np.asarray(array.astype(str) if array.dtype.kind in "OU" else array), allow_pickle=False)
-            manifest["arrays"][name] = {"crc32": _crc32(path), "bytes": path.stat().st_size}
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
-        if directory.exists():
-            shutil.rmtree(directory)
-        os.replace(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def load_arrays(directory: str | Path) -> tuple[dict[str, np.ndarray], dict]:
-    """Read a directory written by ``save_arrays``; ValueError when anything is missing or altered."""
-    directory = Path(directory)
-    try:
-        manifest = json.loads((directory / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"array cache {directory} has no readable manifest.json ({error})") from error
-    if manifest.get("version") != _CACHE_VERSION:
-        raise ValueError(f"array cache {directory} has format {manifest.get('version')}, need {_CACHE_VERSION}")
-    arrays = {}
-    for name, expected in manifest["arrays"].items():
-        path = directory / f"{name}.npy"
-        if not path.exists() or path.stat().st_size != expected["bytes"] or _crc32(path) != expected["crc32"]:
-            raise ValueError(f"array cache file {path} is missing or does not match its manifest")
-        arrays[name] = np.load(path, allow_pickle=False)
-    return arrays, manifest.get("meta", {})
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from seqrec.data.array_cache import load_arrays, save_arrays
 from seqrec.data.download import DownloadError, fetch, sha256_of
 from seqrec.data.loaders import SplitLoaders
 from seqrec.data.sources.base import resolve_cache_dir
@@ -374,34 +375,24 @@ class LMDataModule(SplitLoaders, L.LightningDataModule):
         if self._vocabulary is not None:
             return
         directory = self._cache_directory()
-        if (directory / "vocabulary.txt").is_file():
+        if directory.is_dir():
             try:
-                vocabulary = (directory / "vocabulary.txt").read_text(encoding="utf-8").split("\n")
-                tokens = {split: np.load(directory / f"{split}.npy", allow_pickle=False) for split in SPLITS}
+                arrays, _ = load_arrays(directory)
+                vocabulary = arrays["vocabulary"].tolist()
+                tokens = {split: arrays[split] for split in SPLITS}
                 if any(t.size and int(t.max()) >= len(vocabulary) for t in tokens.values()):
                     raise ValueError("token ids exceed the vocabulary")
                 self._vocabulary, self._tokens = vocabulary, tokens
                 log.info("lm: loaded token streams and a %d-word vocabulary from %s", len(vocabulary), directory)
                 return
-            except (OSError, ValueError) as error:
+            except (OSError, ValueError, KeyError) as error:
                 log.warning("lm: cache %s is unreadable (%s); rebuilding it", directory, error)
         train = self.source.sentences("train")
         vocabulary = build_vocabulary(train, self.min_count, self.max_vocab)
         tokens = {"train": encode(train, vocabulary, self.add_eos)}
         for split in ("valid", "test"):
             tokens[split] = encode(self.source.sentences(split), vocabulary, self.add_eos)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-        try:
-            for split, array in tokens.items():
-                np.save(tmp / f"{split}.npy", array, allow_pickle=False)
-            (tmp / "vocabulary.txt").write_text("\n".join(vocabulary), encoding="utf-8")
-            if directory.exists():
-                shutil.rmtree(directory)
-            os.replace(tmp, directory)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        save_arrays(directory, {**tokens, "vocabulary": np.array(vocabulary, dtype=str)})
         self._vocabulary, self._tokens = vocabulary, tokens
 
     @property

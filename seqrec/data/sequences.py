@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from seqrec.data.array_cache import load_arrays, save_arrays
+
 _ARRAYS = ("indptr", "items", "times", "user_ids", "item_ids")
-_FORMAT_VERSION = 1
 
 
 @dataclass
@@ -85,55 +81,15 @@ class Sequences:
     # --- cache ------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> None:
         """Write the arrays and a manifest with CRC32s to ``directory`` atomically (temp dir, then rename)."""
-        directory = Path(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-        try:
-            manifest: dict = {"version": _FORMAT_VERSION, "arrays": {}}
-            for name in _ARRAYS:
-                array = getattr(self, name)
-                if array.dtype.kind in "OU":
-                    array = array.astype(str)
-                path = tmp / f"{name}.npy"
-                np.save(path, array, allow_pickle=False)
-                manifest["arrays"][name] = {"crc32": _crc32(path), "bytes": path.stat().st_size}
-            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
-            if directory.exists():
-                shutil.rmtree(directory)
-            os.replace(tmp, directory)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        save_arrays(directory, {name: getattr(self, name) for name in _ARRAYS})
 
     @classmethod
     def load(cls, directory: str | Path) -> Sequences:
         """Read a cache written by ``save``; ValueError when any file is missing, truncated or altered."""
-        directory = Path(directory)
-        manifest_path = directory / "manifest.json"
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except (OSError, json.JSONDecodeError) as error:
-            raise ValueError(f"sequence cache {directory} has no readable manifest.json ({error})") from error
-        if manifest.get("version") != _FORMAT_VERSION:
-            raise ValueError(f"sequence cache {directory} has format {manifest.get('version')}, need {_FORMAT_VERSION}")
-        arrays = {}
-        for name in _ARRAYS:
-            path = directory / f"{name}.npy"
-            expected = manifest["arrays"].get(name, {})
-            if not path.exists():
-                raise ValueError(f"sequence cache {directory} lacks {path.name}")
-            if path.stat().st_size != expected.get("bytes") or _crc32(path) != expected.get("crc32"):
-                raise ValueError(f"sequence cache file {path} does not match its manifest (corrupt or altered)")
-            arrays[name] = np.load(path, allow_pickle=False)
-        sequences = cls(**arrays)
+        arrays, _ = load_arrays(directory)
+        missing = [name for name in _ARRAYS if name not in arrays]
+        if missing:
+            raise ValueError(f"sequence cache {directory} lacks {missing}")
+        sequences = cls(**{name: arrays[name] for name in _ARRAYS})
         sequences.validate()
         return sequences
-
-
-def _crc32(path: Path) -> int:
-    """CRC32 of a file, streamed (fast enough to check a 500 MB cache in about a second)."""
-    value = 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 24):
-            value = zlib.crc32(chunk, value)
-    return value
