@@ -97,13 +97,9 @@ def make_data(config: dict, max_len: int, args: argparse.Namespace) -> CTRDataMo
 # ---------------------------------------------------------------------------------------------------
 
 
-def length_batches(lengths: np.ndarray, batch_size: int, max_tokens: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Indices grouped into batches of similar length (little padding), batch order shuffled.
-
-    A batch holds ``batch_size`` items, fewer where its longest item would exceed ``max_tokens`` in all
-    (long windows of L = 1000 would not fit in memory at the batch size of short ones).
-    """
-    order = np.argsort(lengths + rng.random(len(lengths)), kind="stable")
+def token_budget_batches(order: np.ndarray, lengths: np.ndarray, batch_size: int, max_tokens: int) -> list[np.ndarray]:
+    """Consecutive runs of ``order`` (sorted by length) of ``batch_size`` indices, each cut short where its
+    longest item's length times the batch size would exceed ``max_tokens``."""
     batches, i = [], 0
     while i < len(order):
         size = batch_size
@@ -111,6 +107,17 @@ def length_batches(lengths: np.ndarray, batch_size: int, max_tokens: int, rng: n
             size -= 1
         batches.append(order[i : i + size])
         i += size
+    return batches
+
+
+def length_batches(lengths: np.ndarray, batch_size: int, max_tokens: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Indices grouped into batches of similar length (little padding), batch order shuffled.
+
+    A batch holds ``batch_size`` items, fewer where its longest item would exceed ``max_tokens`` in all
+    (long windows of L = 1000 would not fit in memory at the batch size of short ones).
+    """
+    order = np.argsort(lengths + rng.random(len(lengths)), kind="stable")
+    batches = token_budget_batches(order, lengths, batch_size, max_tokens)
     rng.shuffle(batches)
     return batches
 
@@ -179,14 +186,7 @@ def eval_batches(dataset, batch_size: int, users: np.ndarray | None = None, max_
     index = np.arange(len(dataset)) if users is None else users
     order = index[np.argsort(lengths[index], kind="stable")]
     max_tokens = max_tokens or batch_size * 200
-    batches, i = [], 0
-    while i < len(order):
-        size = batch_size
-        while size > 1 and lengths[order[min(i + size, len(order)) - 1]] * size > max_tokens:
-            size -= 1
-        batches.append(order[i : i + size])
-        i += size
-    return batches
+    return token_budget_batches(order, lengths, batch_size, max_tokens)
 
 
 def update(metrics: CTRMetrics, logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> None:

@@ -22,10 +22,8 @@ k, so every layer stores at most k entries.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from seqrec.compress.base import CompressedCTR, compact_order, gather_slots, top_slots
 from seqrec.models.ctr_transformer import LayerCache, LayerTrace, TokenState
@@ -67,16 +65,6 @@ class TokenMerging(CompressedCTR):
     """ToMe over the history tokens: merge the most similar tokens until k remain (see module doc)."""
 
     method = "tome"
-
-    def __init__(
-        self,
-        backbone: nn.Module | Callable[[int, int], nn.Module],
-        ratio: float | None = 1.0,
-        tokens: int | None = None,
-        num_items: int | None = None,
-        max_len: int | None = None,
-    ) -> None:
-        super().__init__(backbone, ratio, tokens, num_items, max_len)
 
     def entry_extra_bytes(self) -> int:
         """Each stored entry also keeps its size (for proportional attention)."""

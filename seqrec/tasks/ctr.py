@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqrec.metrics.ctr import CTRMetrics, GAUCWeighting
+from seqrec.tasks.optim import build_optimizer
 from seqrec.tasks.padding import drop_padding
 
 
@@ -108,17 +109,11 @@ class CTRTask(L.LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=count)
         return loss
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
+    def configure_optimizers(self) -> torch.optim.Optimizer | None:
         """Adam/AdamW with decay / no-decay groups."""
         hp = self.hparams
-        params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
-        no_decay = hp.no_decay if hp.no_decay is not None else ["bias", "layer_norm"]
-        groups = [
-            {"params": [p for n, p in params if not any(s in n for s in no_decay)], "weight_decay": hp.weight_decay},
-            {"params": [p for n, p in params if any(s in n for s in no_decay)], "weight_decay": 0.0},
-        ]
-        cls = torch.optim.AdamW if hp.optimizer == "adamw" else torch.optim.Adam
-        return cls([g for g in groups if g["params"]], lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps)
+        return build_optimizer(self.model.named_parameters(), hp.optimizer, hp.lr, hp.weight_decay, hp.betas, hp.eps,
+                               hp.no_decay)
 
     def macs_probe(self, batch: dict[str, Tensor], stage: str) -> Tensor:
         """What the MACs callback counts for one batch: a training step, or scoring the batch's targets

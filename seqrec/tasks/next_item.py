@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqrec.metrics.ranking import RankingMetrics, rank_of_target
+from seqrec.tasks.optim import build_optimizer
 from seqrec.tasks.padding import drop_padding
 
 DEFAULT_METRICS = ["hr@10", "ndcg@10", "mrr@10", "hr@20", "ndcg@20", "map@20"]
@@ -154,15 +155,8 @@ class NextItemTask(L.LightningModule):
     def configure_optimizers(self) -> torch.optim.Optimizer | None:
         """Adam/AdamW with decay/no-decay parameter groups; None for parameter-free models."""
         hp = self.hparams
-        params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
-        if not params:
-            return None
-        no_decay = hp.no_decay if hp.no_decay is not None else ["bias", "layer_norm"]
-        decay = [p for n, p in params if not any(s in n for s in no_decay)]
-        rest = [p for n, p in params if any(s in n for s in no_decay)]
-        groups = [{"params": decay, "weight_decay": hp.weight_decay}, {"params": rest, "weight_decay": 0.0}]
-        cls = torch.optim.AdamW if hp.optimizer == "adamw" else torch.optim.Adam
-        return cls([g for g in groups if g["params"]], lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps)
+        return build_optimizer(self.model.named_parameters(), hp.optimizer, hp.lr, hp.weight_decay, hp.betas, hp.eps,
+                               hp.no_decay)
 
     # --- evaluation -----------------------------------------------------------------------------
     def ranks(self, batch: dict[str, Tensor]) -> Tensor:
