@@ -100,12 +100,12 @@ trainer:
   check_val_every_n_epoch: 1
   enable_progress_bar: false
   logger:
-    class_path: seqrec.callbacks.loggers.RunLogger
+    class_path: seqrec.loggers.run_logger.RunLogger
     init_args:
       save_dir: $WORK/runs
       loggers: [csv]
 data:
-  class_path: seqrec.data.datamodules.NextItemDataModule
+  class_path: seqrec.datamodules.next_item.NextItemDataModule
   init_args:
     source:
       class_path: seqrec.data.sources.sasrec_text.SASRecText

@@ -23,11 +23,11 @@ from jsonargparse import ArgumentError, Namespace
 from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.cli import LightningCLI
 
-from seqrec.callbacks.loggers import RunLogger, check_logger_names
 from seqrec.callbacks.macs import MACsCallback
 from seqrec.callbacks.memory import MemoryCallback
 from seqrec.callbacks.rng import RNGStateCheckpoint
 from seqrec.callbacks.throughput import ThroughputCallback
+from seqrec.loggers.run_logger import RunLogger, check_logger_names
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 log = logging.getLogger("seqrec.fit")

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-from seqrec.data.datamodules import NextItemDataModule
-from seqrec.data.loaders import FlaggedPadding, eval_shards
 from seqrec.data.sources.movielens import MovieLens100K
+from seqrec.datamodules.loaders import FlaggedPadding, eval_shards
+from seqrec.datamodules.next_item import NextItemDataModule
 from seqrec.fit import SeqRecCLI, main, resolve_config_args
-from seqrec.models.sasrec import SASRec
+from seqrec.models.next_item.sasrec import SASRec
 from seqrec.tasks.next_item import NextItemTask
 from tests.conftest import write_ml100k
 
@@ -89,7 +89,7 @@ def test_popularity_refuses_several_processes(tmp_path):
     root = write_ml100k(tmp_path / "ml", num_users=11)
     args = ["--config", "configs/sasrec_ml100k.yaml", "--config", "configs/trainer/ddp.yaml",
             "--trainer.devices", "2", "--trainer.accelerator", "cpu",
-            "--model.init_args.model", "seqrec.models.popularity.Popularity", *fixture_args(root, tmp_path / "runs")]
+            "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity", *fixture_args(root, tmp_path / "runs")]
     with pytest.raises(ValueError, match="no trainable parameters.*one process"):
         main(args)
 

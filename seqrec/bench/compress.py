@@ -41,12 +41,12 @@ from torch import nn
 
 from seqrec.compress import build
 from seqrec.compress.base import CompressedCTR
-from seqrec.data.ctr import CTRDataModule
 from seqrec.data.preprocess import Preprocessing
+from seqrec.datamodules.ctr import CTRDataModule
 from seqrec.fit import resolve_config
 from seqrec.metrics.ctr import CTRMetrics
-from seqrec.models.ctr_lru import CTRLRU
-from seqrec.models.ctr_transformer import CTRTransformer
+from seqrec.models.ctr.lru import CTRLRU
+from seqrec.models.ctr.transformer import CTRTransformer
 from seqrec.tasks.ctr import CTRTask, trim_padding
 
 log = logging.getLogger("seqrec.bench.compress")
@@ -406,7 +406,7 @@ def write_report(runs: dict, out_dir: Path, name: str, command: str) -> Path:
         "`compression_<name>.json`.",
         "",
         "- Data: DIN-style CTR samples from the ML-1M sequences (each test user's last event plus "
-        "negatives the user never touched; see `seqrec/data/ctr.py`).",
+        "negatives the user never touched; see `seqrec/datamodules/ctr.py`).",
         "- One uncompressed transformer backbone is trained per L; every compression method is applied to it at "
         "**inference time** (no retraining or fine-tuning). The LRU is trained separately (fixed-size state).",
         "- MACs/request: scoring one target from the user's stored state (one fused multiply-add = 1 MAC; matrix "

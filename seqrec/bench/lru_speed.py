@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from seqrec.bench.report import write_section
-from seqrec.models.lru import LRULayer, LRURec
+from seqrec.models.next_item.lru import LRULayer, LRURec
 
 NUM_ITEMS = 3416  # ML-1M after LRURec's preprocessing
 D_MODEL = 64

@@ -150,8 +150,7 @@ def _set_threads(threads: int) -> dict[str, int]:
 
 def phase_preprocess(spec: dict[str, Any]) -> dict[str, Any]:
     """Cold ``load_sequences`` into fresh cache folders, and its parts (prepare, parse, preprocess, save)."""
-    from seqrec.data.datamodules import load_sequences
-    from seqrec.data.preprocess import preprocess
+    from seqrec.data.preprocess import load_sequences, preprocess
 
     baseline = _rss_kb()
     root = Path(spec["cache_root"])
@@ -195,7 +194,7 @@ def phase_preprocess(spec: dict[str, Any]) -> dict[str, Any]:
 
 def phase_cached(spec: dict[str, Any]) -> dict[str, Any]:
     """``Sequences.load`` of the cache, and the full cache hit of ``load_sequences`` (fingerprint + load)."""
-    from seqrec.data.datamodules import load_sequences
+    from seqrec.data.preprocess import load_sequences
     from seqrec.data.sequences import Sequences
 
     baseline = _rss_kb()
@@ -535,7 +534,7 @@ def main(argv: list[str] | None = None) -> str:
     import lightning  # noqa: F401
     import torch
 
-    import seqrec.data.datamodules  # noqa: F401
+    import seqrec.datamodules.next_item  # noqa: F401
     import seqrec.tasks.next_item  # noqa: F401
 
     torch.set_num_threads(args.threads)

@@ -6,7 +6,7 @@ A wrapper is an ``nn.Module`` around a ``CTRTransformer`` with the backbone's mo
     model:
       class_path: seqrec.compress.kv_cache.SnapKV
       init_args:
-        backbone: {class_path: seqrec.models.ctr_transformer.CTRTransformer, init_args: {...}}
+        backbone: {class_path: seqrec.models.ctr.transformer.CTRTransformer, init_args: {...}}
         ratio: 0.25
 
 In a fit config the backbone may be given as a class without ``num_items``/``max_len``: the CLI links
@@ -30,7 +30,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from seqrec.models.ctr_transformer import CTRTransformer, KVState, LayerCache, LayerTrace, TokenState
+from seqrec.models.ctr.transformer import CTRTransformer, KVState, LayerCache, LayerTrace, TokenState
 
 
 def kept_budget(n: Tensor, ratio: float | None, tokens: int | None) -> Tensor:

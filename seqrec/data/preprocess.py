@@ -5,13 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
 from seqrec.data.interactions import Interactions
 from seqrec.data.sequences import Sequences
+from seqrec.data.sources.base import Source, resolve_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -127,4 +130,29 @@ def preprocess(interactions: Interactions, options: Preprocessing) -> Sequences:
     )
     sequences.validate()
     log.info("preprocessed: %s", sequences.summary())
+    return sequences
+
+
+NO_FILTERS = Preprocessing()  # frozen: safe as a shared default
+
+
+def load_sequences(source: Source, preprocessing: Preprocessing, cache_dir: str | Path | None) -> Sequences:
+    """Preprocessed sequences from the cache, or built from the source and cached atomically.
+
+    The cache key hashes the source's fingerprint (name, variant, raw-file checksums) and the options;
+    a corrupt or altered cache entry is reported and rebuilt.
+    """
+    key = hashlib.sha256(f"{source.fingerprint()}|{preprocessing.key()}".encode()).hexdigest()[:20]
+    directory = resolve_cache_dir(cache_dir) / "sequences" / f"{source.name}-{key}"
+    if directory.exists():
+        try:
+            started = time.perf_counter()
+            sequences = Sequences.load(directory)
+            log.info("loaded %s from cache %s in %.3fs", source.name, directory, time.perf_counter() - started)
+            return sequences
+        except ValueError as error:
+            log.warning("%s; rebuilding it from the raw files", error)
+    source.prepare()
+    sequences = preprocess(source.load(), preprocessing)
+    sequences.save(directory)
     return sequences

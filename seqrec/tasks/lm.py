@@ -2,7 +2,7 @@
 
 A language model over word ids is a next-item model whose catalogue is the vocabulary, so training is
 ``NextItemTask``'s (full-softmax cross-entropy at every labelled position). Evaluation differs: each window
-(``seqrec.data.lm``) holds K = ``num_targets`` held-out words at its last K labelled positions, and this task
+(``seqrec.datamodules.lm``) holds K = ``num_targets`` held-out words at its last K labelled positions, and this task
 reports over those positions
 - accuracy: the target scores strictly highest (ties count for the target, as ranks do everywhere here),
 - perplexity: exp(Σ NLL / count), with NLL from a softmax over ids 1..N (padding excluded, as in training),

@@ -24,7 +24,7 @@ Choices (the paper's exact estimator is not public; each is an option):
   between users, which an RNN state does exploit) or "sequence" (each sequence's own marginal; this
   removes user-level persistence and is biased down by O(1/length)).
 - a cap on the events read (``--max-events``, default 5M, whole sequences in order) keeps LM1B-scale input fast.
-The resulting d feeds ``seqrec.models.evornn.power_law_schedule``; the tool prints the schedule and the
+The resulting d feeds ``seqrec.models.next_item.evornn.power_law_schedule``; the tool prints the schedule and the
 config flags that select it.
 """
 
@@ -226,7 +226,7 @@ def next_item_training_sequences(datamodule) -> tuple[np.ndarray, np.ndarray, np
 
 def text_sequences(path: Path, unit: Literal["line", "block"], block: int) -> tuple[np.ndarray, np.ndarray]:
     """Word ids of a tokenised text (one sentence per line): each line a sequence, or blocks of the stream."""
-    from seqrec.data.lm import read_sentences
+    from seqrec.datamodules.lm import read_sentences
 
     index: dict[str, int] = {}
     ids: list[int] = []
@@ -267,7 +267,7 @@ def load_datamodule(config: str, overrides: list[str]):  # noqa: ANN201 (a Light
 
 def config_sequences(datamodule, symbols: str, buckets: int) -> tuple[np.ndarray, np.ndarray, str]:  # noqa: ANN001
     """Symbols and CSR offsets of a data module's training part; a description."""
-    from seqrec.data.lm import LMDataModule
+    from seqrec.datamodules.lm import LMDataModule
 
     if isinstance(datamodule, LMDataModule):
         tokens = datamodule.tokens("train").astype(np.int64)
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> LRDEstimate:
     estimate = estimate_lrd(symbols, indptr, max_lag, args.min_lag, args.num_lags, args.center, args.bootstrap, args.seed)
     report = format_report(estimate, description)
 
-    from seqrec.models.evornn import gru_step_macs, power_law_schedule
+    from seqrec.models.next_item.evornn import gru_step_macs, power_law_schedule
 
     d_model = args.d_model or model.get("d_model", 64)
     max_hidden = args.max_hidden or (model.get("hidden_sizes") or [d_model])[-1]

@@ -13,11 +13,11 @@ import seqrec.models
 from seqrec.callbacks.macs import MACsCallback, measure
 from seqrec.cost.flops import count_macs, macs_flop_counter, macs_fvcore
 from seqrec.models.base import SequenceRecommender
-from seqrec.models.gru4rec import GRU4Rec
-from seqrec.models.lru import LRURec
-from seqrec.models.mlp4rec import MLP4Rec
-from seqrec.models.popularity import Popularity
-from seqrec.models.sasrec import SASRec
+from seqrec.models.next_item.gru4rec import GRU4Rec
+from seqrec.models.next_item.lru import LRURec
+from seqrec.models.next_item.mlp4rec import MLP4Rec
+from seqrec.models.next_item.popularity import Popularity
+from seqrec.models.next_item.sasrec import SASRec
 from seqrec.tasks.next_item import NextItemTask
 
 LENGTHS = (8, 24)  # 24 is not a power of two: the LRU scan pads it to 32
@@ -97,8 +97,8 @@ def test_every_model_matches_its_hand_formula_at_two_lengths(name, backend):
 
 def _sequence_models() -> dict[str, type]:
     found = {}
-    for info in pkgutil.iter_modules(seqrec.models.__path__):
-        module = importlib.import_module(f"seqrec.models.{info.name}")
+    for info in pkgutil.walk_packages(seqrec.models.__path__, prefix="seqrec.models."):
+        module = importlib.import_module(info.name)
         for name, cls in vars(module).items():
             if (inspect.isclass(cls) and issubclass(cls, SequenceRecommender) and cls is not SequenceRecommender
                     and cls.__module__ == module.__name__):
@@ -260,8 +260,8 @@ def test_scored_sequence_and_training_sample_through_the_task(backend):
 def test_macs_callback_gives_the_same_numbers_with_both_backends(ml100k_root, tmp_path):
     import lightning as L
 
-    from seqrec.data.datamodules import NextItemDataModule
     from seqrec.data.sources.movielens import MovieLens100K
+    from seqrec.datamodules.next_item import NextItemDataModule
 
     values = {}
     for backend in BACKENDS:

@@ -7,10 +7,10 @@ from torch import nn
 
 from seqrec.callbacks.memory import MIB, MemoryCallback, peak_rss_bytes
 from seqrec.cost.state import state_bytes_per_user
-from seqrec.models.gru4rec import GRU4Rec
-from seqrec.models.lru import LRURec
-from seqrec.models.popularity import Popularity
-from seqrec.models.sasrec import SASRec
+from seqrec.models.next_item.gru4rec import GRU4Rec
+from seqrec.models.next_item.lru import LRURec
+from seqrec.models.next_item.popularity import Popularity
+from seqrec.models.next_item.sasrec import SASRec
 from seqrec.tasks.next_item import NextItemTask
 
 
@@ -68,8 +68,8 @@ def test_peak_rss_is_at_least_the_current_rss():
 
 
 def test_memory_callback_logs_cost_values_with_the_test(ml100k_root, tmp_path):
-    from seqrec.data.datamodules import NextItemDataModule
     from seqrec.data.sources.movielens import MovieLens100K
+    from seqrec.datamodules.next_item import NextItemDataModule
 
     data = NextItemDataModule(MovieLens100K(root=str(ml100k_root)), max_len=10, eval_batch_size=7)
     task = NextItemTask(SASRec(num_items=data.num_items, max_len=10, d_model=8))

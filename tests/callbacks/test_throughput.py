@@ -4,7 +4,7 @@ import lightning as L
 import torch
 
 from seqrec.callbacks.throughput import ThroughputCallback, batch_rows, batch_tokens
-from seqrec.models.sasrec import SASRec
+from seqrec.models.next_item.sasrec import SASRec
 from seqrec.tasks.next_item import NextItemTask
 
 
@@ -18,8 +18,8 @@ def test_rows_and_tokens():
 
 
 def test_callback_reports_training_and_evaluation_rates(ml100k_root, tmp_path):
-    from seqrec.data.datamodules import NextItemDataModule
     from seqrec.data.sources.movielens import MovieLens100K
+    from seqrec.datamodules.next_item import NextItemDataModule
 
     data = NextItemDataModule(MovieLens100K(root=str(ml100k_root)), max_len=10, batch_size=16, eval_batch_size=16)
     task = NextItemTask(SASRec(num_items=data.num_items, max_len=10, d_model=8))

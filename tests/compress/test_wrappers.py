@@ -9,7 +9,7 @@ import torch
 
 from seqrec.compress import METHODS, build, kept_budget
 from seqrec.compress.merge import bipartite_matching, merge_weighted
-from seqrec.models.ctr_transformer import CTRTransformer
+from seqrec.models.ctr.transformer import CTRTransformer
 
 N_ITEMS, L = 60, 20
 LENGTHS = [20, 13, 1, 7, 2, 19]

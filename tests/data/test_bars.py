@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from seqrec.data.ctr import CTRDataModule
 from seqrec.data.sources.bars import BARS, DINText
+from seqrec.datamodules.ctr import CTRDataModule
 
 AMAZON_TRAIN = """label,user_id,item_id,cate_id,item_history,cate_history
 1,7,A11,c1,A1^A2^A3,c1^c1^c2

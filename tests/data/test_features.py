@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from seqrec.data.datamodules import NextItemDataModule
 from seqrec.data.features import (
     UNKNOWN,
     AmazonMetadata,
@@ -25,6 +24,7 @@ from seqrec.data.features import (
 from seqrec.data.preprocess import Preprocessing
 from seqrec.data.sources.movielens import ML100K_GENRES, MovieLens100K
 from seqrec.data.sources.sasrec_text import S3RecText
+from seqrec.datamodules.next_item import NextItemDataModule
 
 ITEM_IDS = np.array(["", "10", "7", "42"])  # remapped item i has raw id ITEM_IDS[i]
 

@@ -5,11 +5,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from seqrec.data.datamodules import NextItemDataModule
 from seqrec.data.examples import EvalQueries, TrainExamples, training_spans
 from seqrec.data.sequences import Sequences
 from seqrec.data.sources.movielens import MovieLens100K
 from seqrec.data.temporal import TemporalSplit, temporal_split
+from seqrec.datamodules.next_item import NextItemDataModule
 
 DAY = 86400.0
 

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from seqrec.compress import SnapKV
-from seqrec.data.ctr import CTRDataModule
 from seqrec.data.sources.movielens import MovieLens100K
+from seqrec.datamodules.ctr import CTRDataModule
 from seqrec.fit import main
-from seqrec.models.ctr_transformer import CTRTransformer
+from seqrec.models.ctr.transformer import CTRTransformer
 from seqrec.tasks.ctr import CTRTask, trim_padding
 
 

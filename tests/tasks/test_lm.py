@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from seqrec.fit import main
-from seqrec.models.evornn import EvoRNN
+from seqrec.models.next_item.evornn import EvoRNN
 from seqrec.tasks.lm import LanguageModelMetrics, LanguageModelTask, vocabulary_statistics
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from seqrec.fit import main
-from seqrec.models.sasrec import SASRec
+from seqrec.models.next_item.sasrec import SASRec
 from seqrec.tasks.next_item import NextItemTask
 
 
@@ -31,7 +31,7 @@ def fit_args(root: Path, run_dir: Path, *extra: str) -> list[str]:
 def test_end_to_end_fit_beats_popularity(ml100k_root, tmp_path):
     sasrec = main(fit_args(ml100k_root, tmp_path / "sasrec"))
     popularity = main(
-        fit_args(ml100k_root, tmp_path / "pop", "--model.init_args.model", "seqrec.models.popularity.Popularity",
+        fit_args(ml100k_root, tmp_path / "pop", "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity",
                  "--trainer.max_epochs", "1", "--trainer.check_val_every_n_epoch", "1")
     )
     assert set(sasrec) >= {"test/hr@10", "test/ndcg@10", "test/mrr@10", "test/hr@20", "test/ndcg@20", "test/map@20"}

@@ -84,9 +84,9 @@ def test_cli_measures_only_the_training_part_and_prints_the_schedule(tmp_path, c
     ])
     printed = capsys.readouterr().out
     assert "d = " in printed and "lrd_d" in printed and "power-law schedule" in printed
-    from seqrec.data.datamodules import NextItemDataModule
     from seqrec.data.sources.movielens import MovieLens100K
     from seqrec.data.temporal import TemporalSplit
+    from seqrec.datamodules.next_item import NextItemDataModule
 
     data = NextItemDataModule(MovieLens100K(root=str(root)), split="temporal",
                               temporal=TemporalSplit(test_days=2, valid_days=1))

@@ -33,7 +33,7 @@ def make_run(root, version=0, epochs=4):
     }))
     (run / "config.yaml").write_text(
         "model:\n  class_path: seqrec.tasks.next_item.NextItemTask\n  init_args:\n    lr: 0.001\n"
-        "    model:\n      class_path: seqrec.models.sasrec.SASRec\n      init_args:\n        d_model: 64\n"
+        "    model:\n      class_path: seqrec.models.next_item.sasrec.SASRec\n      init_args:\n        d_model: 64\n"
         "trainer:\n  max_epochs: 4\n  devices: 2\n"
     )
     return run

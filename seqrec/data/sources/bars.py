@@ -37,7 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from seqrec.data.ctr import CTRRows, CTRRowSource, load_arrays, save_arrays
+from seqrec.data.array_cache import load_arrays, save_arrays
+from seqrec.data.ctr_rows import CTRRows, CTRRowSource
 from seqrec.data.download import DownloadError, fetch, md5_of, sha256_of
 from seqrec.data.sources.base import resolve_cache_dir
 

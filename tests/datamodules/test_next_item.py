@@ -3,9 +3,9 @@ import logging
 import numpy as np
 import pytest
 
-from seqrec.data.datamodules import NextItemDataModule, load_sequences
-from seqrec.data.preprocess import Preprocessing
+from seqrec.data.preprocess import Preprocessing, load_sequences
 from seqrec.data.sources.movielens import MovieLens100K
+from seqrec.datamodules.next_item import NextItemDataModule
 
 
 def test_cache_is_reused_and_a_corrupt_entry_rebuilt(ml100k_root, isolated_cache, caplog):

@@ -6,7 +6,17 @@ import numpy as np
 import pytest
 
 from seqrec.data.download import DownloadError
-from seqrec.data.lm import BLANK, EOS, LM1B, LM1B_URL, UNK, LMDataModule, LMWindows, build_vocabulary, encode
+from seqrec.datamodules.lm import (
+    BLANK,
+    EOS,
+    LM1B,
+    LM1B_URL,
+    UNK,
+    LMDataModule,
+    LMWindows,
+    build_vocabulary,
+    encode,
+)
 
 
 @pytest.mark.parametrize("label_context", [False, True])

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import time
-from pathlib import Path
 from typing import Literal
 
 import lightning as L
@@ -13,39 +10,16 @@ import numpy as np
 
 from seqrec.data.examples import EvalQueries, TrainExamples, training_spans
 from seqrec.data.features import ItemFeatures, ItemFeatureSource, load_item_features
-from seqrec.data.loaders import SplitLoaders
 from seqrec.data.negatives import Sampler, frozen_negatives
-from seqrec.data.preprocess import Preprocessing, preprocess
+from seqrec.data.preprocess import NO_FILTERS, Preprocessing, load_sequences
 from seqrec.data.sequences import Sequences
 from seqrec.data.sources.base import Source, resolve_cache_dir
 from seqrec.data.splits import Split, leave_last_out
 from seqrec.data.temporal import TemporalSplit, TimeCutSplit, describe_split
+from seqrec.datamodules.loaders import SplitLoaders
 
 log = logging.getLogger(__name__)
-NO_FILTERS = Preprocessing()  # frozen: safe as a shared default
 DEFAULT_TEMPORAL = TemporalSplit()  # frozen: safe as a shared default
-
-
-def load_sequences(source: Source, preprocessing: Preprocessing, cache_dir: str | Path | None) -> Sequences:
-    """Preprocessed sequences from the cache, or built from the source and cached atomically.
-
-    The cache key hashes the source's fingerprint (name, variant, raw-file checksums) and the options;
-    a corrupt or altered cache entry is reported and rebuilt.
-    """
-    key = hashlib.sha256(f"{source.fingerprint()}|{preprocessing.key()}".encode()).hexdigest()[:20]
-    directory = resolve_cache_dir(cache_dir) / "sequences" / f"{source.name}-{key}"
-    if directory.exists():
-        try:
-            started = time.perf_counter()
-            sequences = Sequences.load(directory)
-            log.info("loaded %s from cache %s in %.3fs", source.name, directory, time.perf_counter() - started)
-            return sequences
-        except ValueError as error:
-            log.warning("%s; rebuilding it from the raw files", error)
-    source.prepare()
-    sequences = preprocess(source.load(), preprocessing)
-    sequences.save(directory)
-    return sequences
 
 
 class NextItemDataModule(SplitLoaders, L.LightningDataModule):

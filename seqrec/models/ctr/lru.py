@@ -1,6 +1,6 @@
 """LRU as a fixed-state CTR backbone: LRURec's recurrent blocks encode the history into O(1) state.
 
-Built from ``seqrec.models.lru`` (``LRUBlock``: LRU layer + PFFN, the LRURec layer stack)::
+Built from ``seqrec.models.next_item.lru`` (``LRUBlock``: LRU layer + PFFN, the LRURec layer stack)::
 
     x = LayerNorm(Dropout(E[items]));  x = num_layers × LRUBlock(x)      # h_t = λ ⊙ h_{t-1} + γ ⊙ (B x_t + b)
     u = x at the newest history event
@@ -25,8 +25,8 @@ import torch
 from torch import Tensor, nn
 
 from seqrec.models.base import truncated_normal_
-from seqrec.models.ctr_transformer import CTRHead
-from seqrec.models.lru import LRUBlock
+from seqrec.models.ctr.transformer import CTRHead
+from seqrec.models.next_item.lru import LRUBlock
 
 
 @dataclass

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from seqrec.models.ctr_lru import CTRLRU
-from seqrec.models.ctr_transformer import CTRTransformer
+from seqrec.models.ctr.lru import CTRLRU
+from seqrec.models.ctr.transformer import CTRTransformer
 
 N_ITEMS, L = 50, 12
 
@@ -118,7 +118,7 @@ def test_lru_macs_match_flop_counter():
 
 
 def test_recency_buckets_are_exact_then_logarithmic():
-    from seqrec.models.ctr_transformer import recency_bucket
+    from seqrec.models.ctr.transformer import recency_bucket
 
     d = torch.tensor([0, 1, 15, 16, 40, 199, 5000])
     buckets = recency_bucket(d, 32, 200).tolist()

@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from seqrec.data.ctr import CTRDataModule, CTRRows, clean_validation, sample_unseen, user_of_offsets
+from seqrec.data.ctr_rows import CTRRows, clean_validation
+from seqrec.data.ctr_samples import sample_unseen, user_of_offsets
 from seqrec.data.preprocess import Preprocessing
 from seqrec.data.sequences import Sequences
 from seqrec.data.sources.movielens import MovieLens100K
 from seqrec.data.sources.sasrec_text import SASRecText
+from seqrec.datamodules.ctr import CTRDataModule
 
 
 def tiny_sequences() -> Sequences:
@@ -143,7 +145,7 @@ def test_real_ml1m_long_histories(shared_data):
 
 
 def test_target_windows_cover_every_event_once():
-    from seqrec.data.ctr import target_windows
+    from seqrec.data.ctr_samples import target_windows
 
     start, stop = np.array([0, 10, 30, 31]), np.array([10, 30, 31, 33])
     begins, ends = target_windows(start, stop, max_len=4, step=4)

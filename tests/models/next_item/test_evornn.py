@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from seqrec.models.evornn import EvoRNN, gru_step_macs, power_law_schedule
+from seqrec.models.next_item.evornn import EvoRNN, gru_step_macs, power_law_schedule
 
 
 def copy_cell_into_gru(cell: torch.nn.GRUCell) -> torch.nn.GRU:

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from seqrec.models.gru4rec import GRU4Rec, rotate_rows
+from seqrec.models.next_item.gru4rec import GRU4Rec, rotate_rows
 
 
 @pytest.fixture

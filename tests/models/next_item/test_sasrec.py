@@ -1,7 +1,7 @@
 import torch
 
-from seqrec.models.popularity import Popularity
-from seqrec.models.sasrec import SASRec
+from seqrec.models.next_item.popularity import Popularity
+from seqrec.models.next_item.sasrec import SASRec
 
 
 def model(**kw) -> SASRec:

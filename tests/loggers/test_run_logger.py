@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from seqrec.callbacks.loggers import RunLogger, check_logger_names, resolve_wandb_mode, wandb_credentials
 from seqrec.fit import main
+from seqrec.loggers.run_logger import RunLogger, check_logger_names, resolve_wandb_mode, wandb_credentials
 
 WANDB_CLI = Path(sys.executable).parent / "wandb"
 

@@ -57,9 +57,9 @@ from torch.utils.data import Dataset
 
 from seqrec.data.array_cache import load_arrays, save_arrays
 from seqrec.data.download import DownloadError, fetch, sha256_of
-from seqrec.data.loaders import SplitLoaders
 from seqrec.data.sources.base import resolve_cache_dir
 from seqrec.data.sources.sasrec_text import read_maybe_gzip
+from seqrec.datamodules.loaders import SplitLoaders
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from seqrec.models.lru import (
+from seqrec.models.next_item.lru import (
     LRULayer,
     LRURec,
     parallel_scan,
