@@ -15,20 +15,21 @@ first ``probe_size`` examples of the split, divided by the number of examples:
   of both operands of every product: 2 × the forward's MACs; the usual 6N-FLOPs-per-token rule);
 - ``cost/macs_hand_per_sequence``: the model's own formula, when it declares one (below).
 
-Protocol for model authors (all optional; plain ``nn.Module`` methods, torch only):
+Cost hooks for model authors (all optional; plain ``nn.Module`` methods, torch only). They are the
+runtime-checkable Protocols of ``seqrec.models.base``; the callbacks ask ``isinstance(model, ...)``:
 
-``macs_per_sequence(self, seq_len: int) -> int``
+``DeclaresMACs``: ``macs_per_sequence(self, seq_len: int) -> int``
     Hand formula for the MACs of ``forward`` on ONE sequence of ``seq_len`` items (all positions, no
     scoring), under the convention above. The callback logs it beside the measured count and warns
-    when they differ by more than ``tolerance``; tests/callbacks/test_macs.py checks every model in
+    when they differ by more than ``tolerance``; tests/cost/test_flops.py checks every model in
     ``seqrec.models`` that defines it at two lengths. Examples: SASRec with b blocks, width d, FFN f:
     b·(4·L·d² + 2·L²·d + 2·L·d·f); LRURec (parallel scan, P = 2^⌈log2 L⌉, H = state width):
     layers·(4·L·d·H + 8·L·d² + 2·P·log2(P)·H).
-``state_bytes(self, batch_size: int = 1[, seq_len: int]) -> int``
+``DeclaresStateBytes``: ``state_bytes(self, batch_size: int = 1, seq_len: int | None = None) -> int``
     Bytes of per-user state a served model keeps (see ``seqrec.cost.state`` and the memory callback).
-``kept_lengths(self) -> list[int]``
+``DeclaresKeptLengths``: ``kept_lengths(self) -> list[int]``
     For attention models that drop or merge tokens (compression wrappers): tokens kept per attention
-    layer after the last forward; used for the KV-cache bytes.
+    layer; used for the KV-cache bytes.
 
 Tasks other than next-item may define ``macs_probe(self, batch, stage) -> Tensor`` (stage "train" or
 "eval"): the computation to count for one batch. It must return the tensors that computation produces
@@ -58,6 +59,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from torch import Tensor
 
 from seqrec.cost.flops import BACKENDS, MACCount, MACsTraceError, count_macs, fvcore_available
+from seqrec.models.base import DeclaresMACs
 
 log = logging.getLogger(__name__)
 TRAIN_BACKWARD_FACTOR = 3  # forward + backward ≈ 3 × forward
@@ -269,10 +271,9 @@ class MACsCallback(Callback):
             if scored is not None:
                 values["cost/macs_per_scored_sequence"] = scored / rows
             model = getattr(task, "model", None)
-            hand = getattr(model, "macs_per_sequence", None)
-            if callable(hand) and "items" in eval_batch:
+            if isinstance(model, DeclaresMACs) and "items" in eval_batch:
                 seq_len = int(eval_batch["items"].shape[1])
-                values["cost/macs_hand_per_sequence"] = float(hand(seq_len))
+                values["cost/macs_hand_per_sequence"] = float(model.macs_per_sequence(seq_len))
                 measured = values.get("cost/macs_per_sequence")
                 if measured is not None and abs(measured - values["cost/macs_hand_per_sequence"]) > self.tolerance * max(measured, 1):
                     log.warning(

@@ -1,7 +1,9 @@
 """What every compression wrapper shares: the budget, the ``prefill`` hook, kept-length and cost accounting.
 
-A wrapper is an ``nn.Module`` around a ``CTRTransformer`` with the backbone's model API (``forward``,
-``prefill``, ``score_state``, ``forward_windows``), so it drops into ``CTRTask`` and YAML configs::
+A wrapper is a ``CTRBackbone`` (``seqrec.models.base``) around a ``CTRTransformer``, with the backbone's
+model API (``forward``, ``prefill``, ``score_state``, ``forward_windows``), so it drops into ``CTRTask`` and
+YAML configs. It implements the ``Compressor`` hook the backbone's ``prefill`` calls after every layer
+(the contract and its state classes are in ``seqrec.models.base``)::
 
     model:
       class_path: seqrec.compress.kv_cache.SnapKV
@@ -30,7 +32,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from seqrec.models.ctr.transformer import CTRTransformer, KVState, LayerCache, LayerTrace, TokenState
+from seqrec.models.base import CTRBackbone, KVState, LayerCache, LayerTrace, TokenState
+from seqrec.models.ctr.transformer import CTRTransformer
 
 
 def kept_budget(n: Tensor, ratio: float | None, tokens: int | None) -> Tensor:
@@ -105,10 +108,11 @@ def top_slots(scores: Tensor, allowed: Tensor, count: Tensor) -> Tensor:
     return allowed & (rank < count[..., None])
 
 
-class CompressedCTR(nn.Module):
+class CompressedCTR(CTRBackbone):
     """Base wrapper: runs the backbone's ``prefill`` with ``self`` as the per-layer compressor.
 
-    Sub-classes implement ``compress_layer(layer, trace, tokens, cache, k)`` with k (B,) the entries to
+    A ``CTRBackbone`` itself (``forward`` = ``score_state(prefill(history))`` and ``state_bytes`` come from
+    there) and a ``seqrec.models.base.Compressor`` (its ``compress`` hook). Sub-classes implement ``compress_layer(layer, trace, tokens, cache, k)`` with k (B,) the entries to
     keep; ``cacheable`` is False where the state depends on the target (then no state can be stored).
     """
 
@@ -207,10 +211,6 @@ class CompressedCTR(nn.Module):
         """Score targets from a (compressed) stored state."""
         return self.backbone.score_state(state, targets)
 
-    def forward(self, history: Tensor, targets: Tensor) -> Tensor:
-        """history (B, L), targets (B, C) or (B,) -> logits, through the compressed state."""
-        return self.score_state(self.prefill(history), targets)
-
     def forward_windows(self, items: Tensor, targets: Tensor) -> Tensor:
         """Training: the backbone, uncompressed (compression is applied at inference)."""
         return self.backbone.forward_windows(items, targets)
@@ -276,10 +276,6 @@ class CompressedCTR(nn.Module):
     def state_bytes_per_user(self, L: int | None = None) -> float:
         """Bytes of the compressed state of L history items."""
         return self.backbone.state_bytes_for([float(k) for k in self.kept_lengths(L)], self.entry_extra_bytes())
-
-    def state_bytes(self, batch_size: int = 1, seq_len: int | None = None) -> int:
-        """The cost callbacks' protocol: bytes of compressed state for ``batch_size`` users of seq_len items."""
-        return int(batch_size * self.state_bytes_per_user(seq_len))
 
 
 class Uncompressed(CompressedCTR):

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqrec.compress.base import CompressedCTR, newest_slots, select_per_head, top_slots
-from seqrec.models.ctr.transformer import LayerCache, LayerTrace, TokenState
+from seqrec.models.base import LayerCache, LayerTrace, TokenState
 
 
 class StreamingLLM(CompressedCTR):

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from seqrec.compress.base import CompressedCTR, compact_order, gather_slots, top_slots
-from seqrec.models.ctr.transformer import LayerCache, LayerTrace, TokenState
+from seqrec.models.base import LayerCache, LayerTrace, TokenState
 
 
 def bipartite_matching(metric: Tensor, real: Tensor, r: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from seqrec.compress.base import CompressedCTR, keep_tokens, top_slots
-from seqrec.models.ctr.transformer import LayerCache, LayerTrace, TokenState
+from seqrec.models.base import LayerCache, LayerTrace, TokenState
 
 
 class TokenPruning(CompressedCTR):

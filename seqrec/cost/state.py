@@ -2,13 +2,15 @@
 
 Resolution, most specific first:
 
-1. ``model.state_bytes(batch_size=1[, seq_len=L])``: the model says it (LRURec: Σ_layers H · 8 bytes of
-   complex64 state; a model that stores hidden states: what it stores).
+1. ``model.state_bytes(batch_size=1, seq_len=L)`` when the model is a ``DeclaresStateBytes``
+   (``seqrec.models.base``): the model says it (LRURec: Σ_layers H · 8 bytes of complex64 state; a model
+   that stores hidden states: what it stores).
 2. Otherwise the layers are recognised:
    - attention layers keep a KV cache: kept_tokens · (d_k + d_v) · bytes per layer, for modules with
-     ``k_proj`` and ``v_proj`` ``nn.Linear`` children (SASRec's ``CausalSelfAttention``) and for
+     ``k_proj`` and ``v_proj`` ``nn.Linear`` children (``seqrec.models.layers.MultiHeadAttention``) and for
      ``nn.MultiheadAttention`` (kdim + vdim). kept_tokens = ``model.kept_lengths()[i]`` when the model
-     (or its compression wrapper) reports the tokens each attention layer keeps, else the sequence length;
+     (or its compression wrapper) is a ``DeclaresKeptLengths``, reporting the tokens each attention layer
+     keeps, else the sequence length;
    - ``nn.RNN/GRU/LSTM`` keep layers · directions · hidden (LSTM: + the cell state) values.
 3. Nothing recognised: 0 bytes (the model must recompute from the history; define ``state_bytes`` if it
    keeps something).
@@ -18,11 +20,12 @@ Bytes per value: ``dtype`` when given (e.g. torch.bfloat16 for a bf16 cache), el
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from seqrec.models.base import DeclaresKeptLengths, DeclaresStateBytes
 
 
 @dataclass
@@ -57,20 +60,15 @@ def _element_size(module: nn.Module, dtype: torch.dtype | None) -> int:
 
 
 def kept_lengths(model: nn.Module) -> list[int] | None:
-    """``model.kept_lengths()`` (tokens kept per attention layer after the last forward), or None."""
-    method = getattr(model, "kept_lengths", None)
-    return [int(n) for n in method()] if callable(method) else None
+    """``model.kept_lengths()`` (tokens kept per attention layer) for a ``DeclaresKeptLengths``, else None."""
+    return [int(n) for n in model.kept_lengths()] if isinstance(model, DeclaresKeptLengths) else None
 
 
 def state_bytes_per_user(model: nn.Module, seq_len: int, dtype: torch.dtype | None = None) -> StateBytes:
     """Bytes of state one user's served model keeps after a history of ``seq_len`` events (see module doc)."""
-    declared = getattr(model, "state_bytes", None)
-    if callable(declared):
-        params = inspect.signature(declared).parameters
-        kwargs = {"seq_len": seq_len} if "seq_len" in params else {}
-        if "batch_size" in params:
-            kwargs["batch_size"] = 1
-        return StateBytes(int(declared(**kwargs)), "declared", f"{type(model).__name__}.state_bytes()")
+    if isinstance(model, DeclaresStateBytes):
+        declared = model.state_bytes(batch_size=1, seq_len=seq_len)
+        return StateBytes(int(declared), "declared", f"{type(model).__name__}.state_bytes()")
     total, parts = 0, []
     layers = attention_layers(model)
     if layers:

@@ -1,9 +1,54 @@
-"""The contract every next-item sequence model follows (models import torch only)."""
+"""The typed contracts of every model, in one place (models import torch only).
+
+- ``SequenceRecommender``: the base of next-item models (item ids in, hidden states out, scores against the
+  item table) and its ``causal`` flag;
+- optional capabilities a task asks for with ``isinstance`` (``typing.Protocol``, runtime-checkable):
+  ``ItemFeatureConsumer`` (item-feature tables), ``CountingRecommender`` (fitted by counting, no gradient),
+  ``RecurrentRecommender`` (O(1)-state inference event by event);
+- cost hooks the MACs and memory callbacks read: ``DeclaresMACs``, ``DeclaresStateBytes``,
+  ``DeclaresKeptLengths``, ``DeclaresRequestMACs`` (conventions: ``seqrec.cost.flops``, ``seqrec.cost.state``);
+- ``CTRBackbone``: the abstract base of CTR models (history and targets in, click logits out, a stored state);
+- the compressor contract of attention CTR backbones (``TokenState``, ``LayerCache``, ``KVState``,
+  ``LayerTrace``, ``Compressor``), defined in ``seqrec.models.ctr.state`` and re-exported here.
+
+A runtime-checkable Protocol checks that the methods exist, not their signatures: the signatures below are
+the contract, and ``tests/models/test_contracts.py`` checks the shipped models against them.
+"""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from typing import Any, Protocol, runtime_checkable
+
 import torch
 from torch import Tensor, nn
+
+from seqrec.models.ctr.state import Compressor, KVState, LayerCache, LayerTrace, TokenState
+
+__all__ = [
+    "CTRBackbone",
+    "Compressor",
+    "CountingRecommender",
+    "DeclaresKeptLengths",
+    "DeclaresMACs",
+    "DeclaresRequestMACs",
+    "DeclaresStateBytes",
+    "ItemFeatureConsumer",
+    "KVState",
+    "LayerCache",
+    "LayerTrace",
+    "RecurrentRecommender",
+    "RecurrentState",
+    "SequenceRecommender",
+    "TokenState",
+    "truncated_normal_",
+]
+
+RecurrentState = tuple[Tensor, ...]
+"""Per-user recurrent state of a ``RecurrentRecommender``: one tensor (B, ...) per layer."""
+
+
+# --- next-item models ---------------------------------------------------------------------------------
 
 
 class SequenceRecommender(nn.Module):
@@ -16,15 +61,24 @@ class SequenceRecommender(nn.Module):
       ``items == 0`` and padding must never influence a real position;
     - ``item_embeddings()`` is the ``(num_items + 1, d)`` table used for scoring and
       ``item_bias()`` an optional ``(num_items + 1,)`` bias, so
-      ``scores = hidden @ item_embeddings().T + item_bias()``.
+      ``scores = hidden @ item_embeddings().T + item_bias()``;
+    - ``causal``: True when hidden state t depends on items ≤ t only. False means a position may see
+      later items (e.g. MLP4Rec with ``causal=False``, whose sequence mixer reads the whole window); the
+      task then refuses training batches with labels before the last position, since a later input
+      would reveal them.
     Sub-classes set ``num_items`` and implement ``forward`` and ``item_embeddings``.
     """
 
     num_items: int
+    causal: bool = True
+
+    def forward(self, items: Tensor) -> Tensor:
+        """items (B, L) left-padded ids -> hidden states (B, L, d)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement forward(items) -> (B, L, d)")
 
     def item_embeddings(self) -> Tensor:
         """(num_items + 1, d) item table used for scoring (row 0 = padding)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement item_embeddings() -> (N + 1, d)")
 
     def item_bias(self) -> Tensor | None:
         """(num_items + 1,) additive score bias, or None."""
@@ -50,6 +104,141 @@ class SequenceRecommender(nn.Module):
         out = hidden @ self.item_embeddings()[start:stop].T
         bias = self.item_bias()
         return out if bias is None else out + bias[start:stop]
+
+
+# --- optional capabilities (ask with isinstance) --------------------------------------------------------
+
+
+@runtime_checkable
+class ItemFeatureConsumer(Protocol):
+    """A model that reads item-feature tables (MLP4Rec): the task copies the data's tables in once."""
+
+    def set_item_features(self, tables: dict[str, Tensor]) -> None:
+        """Copy the (N + 1, ...) feature tables (row 0 = padding), keyed by feature name, into the model."""
+        ...
+
+
+@runtime_checkable
+class CountingRecommender(Protocol):
+    """A parameter-free model fitted by counting (Popularity): the task calls ``observe`` instead of a gradient step."""
+
+    def observe(self, labels: Tensor) -> None:
+        """Add the non-zero ids in ``labels`` (any shape) to the model's statistics."""
+        ...
+
+
+@runtime_checkable
+class RecurrentRecommender(Protocol):
+    """A next-item model that serves event by event with O(1) state per user (LRURec).
+
+    Feeding a left-padded history one event at a time from ``init_state`` gives, in eval mode, the
+    hidden state ``forward(items)[:, -1]``; item 0 (padding) leaves the state unchanged.
+    """
+
+    def init_state(self, batch_size: int) -> RecurrentState:
+        """The empty state of ``batch_size`` users."""
+        ...
+
+    def step(self, state: RecurrentState, item: Tensor) -> tuple[RecurrentState, Tensor]:
+        """Feed one event per user, item (B,) -> (new state, hidden (B, d))."""
+        ...
+
+    def prefill(self, items: Tensor) -> tuple[RecurrentState, Tensor]:
+        """A left-padded history (B, L) at once -> (state after position L-1, hidden (B, L, d))."""
+        ...
+
+
+# --- cost hooks (seqrec.cost, the MACs and memory callbacks) -----------------------------------------------
+
+
+@runtime_checkable
+class DeclaresMACs(Protocol):
+    """A model with a hand formula for its forward cost (1 MAC = one multiply-add; ``seqrec.cost.flops``)."""
+
+    def macs_per_sequence(self, seq_len: int) -> int:
+        """MACs of ``forward`` on ONE sequence of ``seq_len`` items (all positions, no scoring)."""
+        ...
+
+
+@runtime_checkable
+class DeclaresStateBytes(Protocol):
+    """A model that states the bytes of per-user state it keeps between requests (``seqrec.cost.state``)."""
+
+    def state_bytes(self, batch_size: int = 1, seq_len: int | None = None) -> int:
+        """Bytes of stored state for ``batch_size`` users with histories of ``seq_len`` events (None: the model's default)."""
+        ...
+
+
+@runtime_checkable
+class DeclaresKeptLengths(Protocol):
+    """An attention model (or compression wrapper) that reports the tokens each attention layer keeps.
+
+    Implementations may take an optional history length (``kept_lengths(L=None)``); callers call it bare.
+    """
+
+    def kept_lengths(self) -> list[int]:
+        """Tokens kept per attention layer, in forward order."""
+        ...
+
+
+@runtime_checkable
+class DeclaresRequestMACs(Protocol):
+    """A CTR model that states what scoring one target from a user's stored state costs."""
+
+    def macs_per_request(self, L: int | None = None) -> float:
+        """MACs to score one target from the stored state of a user with L history items (None: max_len)."""
+        ...
+
+
+# --- CTR models ---------------------------------------------------------------------------------------------
+
+
+class CTRBackbone(nn.Module, ABC):
+    """Base for CTR models: a history and target items in, click logits out, through a stored user state.
+
+    ``prefill(history)`` encodes a user's history once into a state (a KV cache, a recurrent state);
+    ``score_state(state, targets)`` scores any targets from it; ``forward`` is the two in a row;
+    ``forward_windows`` trains on every position of a window in one pass. Ids as for next-item models:
+    ``1..num_items``, 0 = padding, histories left-padded. ``max_len``: the longest history the model
+    accepts (None: any length, a recurrent model). A CTR backbone states its cost per request, its stored
+    bytes and the entries it keeps per layer (it satisfies ``DeclaresRequestMACs``, ``DeclaresStateBytes``
+    and ``DeclaresKeptLengths``).
+    """
+
+    num_items: int
+    max_len: int | None
+
+    @abstractmethod
+    def prefill(self, history: Tensor) -> Any:
+        """Encode a history (B, L), left-padded, once -> the stored per-user state."""
+
+    @abstractmethod
+    def score_state(self, state: Any, targets: Tensor) -> Tensor:
+        """Logits of targets (B, C) or (B,) from a stored state -> the shape of targets."""
+
+    @abstractmethod
+    def forward_windows(self, items: Tensor, targets: Tensor) -> Tensor:
+        """items (B, L) left-padded window, targets (B, L, C) -> logits (B, L, C); position t sees items[:, :t+1]."""
+
+    def forward(self, history: Tensor, targets: Tensor) -> Tensor:
+        """history (B, L) left-padded, targets (B, C) or (B,) -> click logits shaped like targets."""
+        return self.score_state(self.prefill(history), targets)
+
+    @abstractmethod
+    def macs_per_request(self, L: int | None = None) -> float:
+        """MACs to score one target from the stored state of a user with L history items (None: max_len)."""
+
+    @abstractmethod
+    def state_bytes_per_user(self, L: int | None = None) -> float:
+        """Bytes of the stored state of one user with L history items (None: max_len)."""
+
+    @abstractmethod
+    def kept_lengths(self, L: int | None = None) -> list[int]:
+        """Entries stored per layer for L history items (None: max_len)."""
+
+    def state_bytes(self, batch_size: int = 1, seq_len: int | None = None) -> int:
+        """Bytes of stored state for ``batch_size`` users of seq_len items: batch_size · state_bytes_per_user(seq_len)."""
+        return int(batch_size * self.state_bytes_per_user(seq_len))
 
 
 def truncated_normal_(tensor: Tensor, std: float = 0.02, bound: float = 0.04) -> Tensor:

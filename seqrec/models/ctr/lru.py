@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from seqrec.models.base import truncated_normal_
-from seqrec.models.ctr.transformer import CTRHead
+from seqrec.models.base import CTRBackbone, truncated_normal_
+from seqrec.models.ctr.head import CTRHead
 from seqrec.models.next_item.lru import LRUBlock
 
 
@@ -37,8 +37,13 @@ class LRUCTRState:
     hidden: Tensor
 
 
-class CTRLRU(nn.Module):
-    """LRURec's recurrent stack as a CTR backbone with a fixed-size stored state (see module doc)."""
+class CTRLRU(CTRBackbone):
+    """LRURec's recurrent stack as a CTR backbone with a fixed-size stored state (see module doc).
+
+    ``max_len`` is None: a recurrent state takes histories of any length.
+    """
+
+    max_len: int | None = None
 
     def __init__(
         self,
@@ -111,10 +116,6 @@ class CTRLRU(nn.Module):
         u = state.hidden if targets.dim() == 1 else state.hidden.unsqueeze(1)
         return self.head(u.expand(*targets.shape, -1), self.item_embedding(targets))
 
-    def forward(self, history: Tensor, targets: Tensor) -> Tensor:
-        """history (B, L), targets (B, C) or (B,) -> logits shaped like targets."""
-        return self.score_state(self.prefill(history), targets)
-
     def forward_windows(self, items: Tensor, targets: Tensor) -> Tensor:
         """items (B, L), targets (B, L, C) -> logits (B, L, C); position t sees items[:, :t+1]."""
         u = self.hidden(items).unsqueeze(2)  # (B, L, 1, d)
@@ -143,12 +144,8 @@ class CTRLRU(nn.Module):
         itemsize = self.item_embedding.weight.element_size()
         return float(sum(b.lru_layer.state_size * 8 for b in self.blocks) + self.d_model * itemsize)
 
-    def state_bytes(self, batch_size: int = 1, seq_len: int | None = None) -> int:
-        """The cost callbacks' protocol: bytes of stored state for ``batch_size`` users (any history length)."""
-        return int(batch_size * self.state_bytes_per_user())
-
     def macs_per_sequence(self, seq_len: int) -> int:
-        """The cost callbacks' protocol: MACs to encode one history of seq_len items (sequential recurrence)."""
+        """``DeclaresMACs``: MACs to encode one history of seq_len items (sequential recurrence)."""
         return int(seq_len * self.event_macs())
 
     def kept_lengths(self, L: int | None = None) -> list[int]:

@@ -24,6 +24,9 @@ so stored entries keep their positions (``LayerCache.pos``) and the target reads
 
 Compression wrappers (``seqrec.compress``) hook into ``prefill`` after every layer: they may drop or
 merge history tokens (changing what later layers see) and shrink or reweight the cache of that layer.
+The state and the hook (``KVState``, ``LayerCache``, ``LayerTrace``, ``TokenState``, ``Compressor``) are
+that contract, defined in ``seqrec.models.ctr.state`` and re-exported by ``seqrec.models.base``. The
+attention and the feed-forward come from ``seqrec.models.layers``, the click head from ``seqrec.models.ctr.head``.
 
 MACs count matrix products (Linear layers and attention matmuls), one fused multiply-add = 1 MAC, the
 convention of ``torch.utils.flop_counter`` (flops / 2) and fvcore; elementwise work (LayerNorm, softmax,
@@ -34,67 +37,17 @@ computed densely (n × n, masked), and counted so.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Protocol
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqrec.models.base import truncated_normal_
+from seqrec.models.base import CTRBackbone, truncated_normal_
+from seqrec.models.ctr.head import CTRHead
+from seqrec.models.ctr.state import Compressor, KVState, LayerCache, LayerTrace, TokenState
+from seqrec.models.layers import FeedForward, MultiHeadAttention
 
-
-@dataclass
-class TokenState:
-    """History tokens flowing through the layers (left-padded)."""
-
-    x: Tensor  # (B, n, d)
-    real: Tensor  # (B, n) bool, False at padding (and at dropped / merged-away tokens)
-    pos: Tensor  # (B, n) long, position from the oldest history item (a merged token: its newest member)
-    log_size: Tensor | None = None  # (B, n) log of the number of original tokens merged into each (ToMe)
-
-
-@dataclass
-class LayerCache:
-    """The stored keys and values of one layer that the target attends to."""
-
-    keys: Tensor  # (B, h, K, d/h)
-    values: Tensor  # (B, h, K, d/h)
-    mask: Tensor  # (B, 1 or h, K) bool, True at a stored entry
-    pos: Tensor | None = None  # (B, 1 or h, K) long: the entry's position (recency bias of the target)
-    log_size: Tensor | None = None  # (B, 1 or h, K): proportional attention adds log(size)
-
-    def lengths(self) -> Tensor:
-        """(B,) stored entries per head (the same for every head)."""
-        return self.mask.sum(-1).max(dim=1).values
-
-
-@dataclass
-class KVState:
-    """A user's stored state: one ``LayerCache`` per layer and the target's position (= history length)."""
-
-    layers: list[LayerCache]
-    target_position: Tensor  # (B,) long
-
-    def kept_lengths(self) -> list[Tensor]:
-        """Per layer, (B,) stored entries per head."""
-        return [layer.lengths() for layer in self.layers]
-
-
-@dataclass
-class LayerTrace:
-    """What a compressor may read about one layer of ``prefill``: its input tokens and attention."""
-
-    tokens: TokenState  # the layer's input
-    queries: Tensor  # (B, h, n, d/h)
-    weights: Tensor  # (B, h, n, n) attention probabilities (before dropout)
-
-
-class Compressor(Protocol):
-    """The hook ``prefill`` calls after every layer."""
-
-    def compress(self, layer: int, trace: LayerTrace, tokens: TokenState, cache: LayerCache) -> tuple[TokenState, LayerCache]:
-        """Return the tokens the next layer sees and the cache stored for this layer."""
+__all__ = ["CTRBlock", "CTRHead", "CTRTransformer", "Compressor", "KVState", "LayerCache", "LayerTrace",
+           "RecencyBias", "TokenState", "causal_allowed", "recency_bucket"]
 
 
 def recency_bucket(distance: Tensor, num_buckets: int, max_distance: int) -> Tensor:
@@ -131,60 +84,30 @@ class RecencyBias(nn.Module):
         return torch.gather(weight.unsqueeze(0).expand(bucket.shape[0], -1, -1), 2, bucket)
 
 
-class CTRHead(nn.Module):
-    """logit = w₂ᵀ GELU(W₁ [h; e; h ⊙ e] + b₁) + b₂ for user representation h and target embedding e."""
-
-    def __init__(self, d_model: int, hidden: int, dropout: float) -> None:
-        super().__init__()
-        self.hidden_layer = nn.Linear(3 * d_model, hidden)
-        self.output_layer = nn.Linear(hidden, 1)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, h: Tensor, e: Tensor) -> Tensor:
-        """h, e: (..., d) -> logits (...)."""
-        z = torch.cat([h, e, h * e], dim=-1)  # (..., 3d)
-        return self.output_layer(self.dropout(F.gelu(self.hidden_layer(z)))).squeeze(-1)
-
-    def macs(self) -> int:
-        """3d·hidden + hidden MACs per target."""
-        return self.hidden_layer.in_features * self.hidden_layer.out_features + self.output_layer.in_features
-
-
 class CTRBlock(nn.Module):
-    """Pre-norm transformer block with attention written out (so compressors can read weights, keys, values)."""
+    """Pre-norm transformer block over the written-out ``MultiHeadAttention`` (compressors read its weights, keys, values).
+
+    x ← x + Dropout(W_o Attn(LN x)); x ← x + Dropout(FFN(LN x)), FFN(z) = W₂ Dropout(GELU(W₁ z)).
+    """
 
     def __init__(self, d_model: int, num_heads: int, ffn_dim: int, dropout: float, recency_buckets: int = 0,
                  max_distance: int = 200) -> None:
         super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
         self.num_heads, self.head_dim = num_heads, d_model // num_heads
         self.recency = RecencyBias(num_heads, recency_buckets, max_distance) if recency_buckets > 0 else None
         self.attn_layer_norm = nn.LayerNorm(d_model)
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
+        self.attention = MultiHeadAttention(d_model, num_heads, dropout)
         self.ffn_layer_norm = nn.LayerNorm(d_model)
-        self.ffn_in = nn.Linear(d_model, ffn_dim)
-        self.ffn_out = nn.Linear(ffn_dim, d_model)
+        self.ffn = FeedForward(d_model, ffn_dim, dropout, activation="gelu")
         self.dropout = nn.Dropout(dropout)
-
-    def _heads(self, x: Tensor) -> Tensor:
-        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(-2, -3)  # (B, h, n, d/h)
 
     def qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """x (B, n, d) -> q, k, v (B, h, n, d/h) of LN(x)."""
-        z = self.attn_layer_norm(x)
-        return self._heads(self.q_proj(z)), self._heads(self.k_proj(z)), self._heads(self.v_proj(z))
+        return self.attention.project(self.attn_layer_norm(x))
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, bias: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """softmax(q kᵀ/√(d/h) + bias, masked to ``allowed``) v -> (out (B, h, nq, d/h), weights (B, h, nq, nk))."""
-        logits = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.head_dim))  # (B, h, nq, nk)
-        if bias is not None:
-            logits = logits + bias
-        weights = torch.softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)
-        return self.dropout(weights) @ v, weights
+        return self.attention.attend(q, k, v, allowed, bias)
 
     def attend_target(
         self, q: Tensor, k_self: Tensor, v_self: Tensor, keys: Tensor, values: Tensor, key_mask: Tensor,
@@ -202,20 +125,18 @@ class CTRBlock(nn.Module):
         if self.recency is not None:  # the target sits at distance 0 from itself
             self_logit = self_logit + self.recency.bias.weight[0].view(1, -1, 1, 1)
         weights = torch.softmax(torch.cat([logits, self_logit], dim=-1), dim=-1)  # (B, h, C, K+1)
-        dropped = self.dropout(weights)
+        dropped = self.attention.drop_weights(weights)
         out = dropped[..., :-1] @ values + dropped[..., -1:] * v_self  # (B, h, C, d/h)
         return out, weights[..., :-1]
 
     def finish(self, x: Tensor, heads: Tensor) -> Tensor:
         """x ← x + Dropout(W_o heads); x ← x + Dropout(FFN(LN x)). heads (B, h, n, d/h), x (B, n, d)."""
-        merged = heads.transpose(-2, -3).reshape(x.shape)  # (B, n, d)
-        x = x + self.dropout(self.out_proj(merged))
-        return x + self.dropout(self.ffn_out(self.dropout(F.gelu(self.ffn_in(self.ffn_layer_norm(x))))))
+        x = x + self.dropout(self.attention.out_proj(self.attention.merge_heads(heads)))  # (B, n, d)
+        return x + self.dropout(self.ffn(self.ffn_layer_norm(x)))
 
     def token_macs(self) -> int:
         """Per token: q, k, v, out projections 4d² and the FFN 2·d·f."""
-        d, f = self.q_proj.in_features, self.ffn_in.out_features
-        return 4 * d * d + 2 * d * f
+        return self.attention.projection_macs() + self.ffn.macs_per_token()
 
 
 def causal_allowed(tokens: TokenState) -> Tensor:
@@ -227,7 +148,7 @@ def causal_allowed(tokens: TokenState) -> Tensor:
     return allowed.unsqueeze(1)
 
 
-class CTRTransformer(nn.Module):
+class CTRTransformer(CTRBackbone):
     """Causal transformer over the history with target attention; scores click logits (see module doc).
 
     Args:
@@ -376,10 +297,6 @@ class CTRTransformer(nn.Module):
         logits = self.head(self.final_layer_norm(t), self.item_embedding(targets))  # (B, C)
         return logits.squeeze(-1) if squeeze else logits
 
-    def forward(self, history: Tensor, targets: Tensor) -> Tensor:
-        """history (B, L) pre-padded, targets (B, C) or (B,) -> click logits of the same shape as targets."""
-        return self.score_state(self.prefill(history), targets)
-
     # --- training: every position of a window at once --------------------------------------------
     def forward_windows(self, items: Tensor, targets: Tensor) -> Tensor:
         """items (B, L) pre-padded window, targets (B, L, C): targets[:, t] scored against items[:, :t+1].
@@ -455,12 +372,8 @@ class CTRTransformer(nn.Module):
         """Bytes of the KV cache for L history items: 2·layers·L·d·itemsize."""
         return self.state_bytes_for(float(L or self.max_len))
 
-    def state_bytes(self, batch_size: int = 1, seq_len: int | None = None) -> int:
-        """The cost callbacks' protocol: bytes of stored state for ``batch_size`` users of seq_len items."""
-        return int(batch_size * self.state_bytes_per_user(seq_len))
-
     def macs_per_sequence(self, seq_len: int) -> int:
-        """The cost callbacks' protocol: MACs to encode one history of seq_len items (the prefill)."""
+        """``DeclaresMACs``: MACs to encode one history of seq_len items (the prefill)."""
         return int(self.prefill_macs(float(seq_len)))
 
     def kept_lengths(self, L: int | None = None) -> list[int]:

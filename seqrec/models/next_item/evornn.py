@@ -34,7 +34,7 @@ Assumptions (not in the abstract, chosen here, documented and configurable):
   and hidden h costs 3h(d + h) MACs (the two gate products W_ih x and W_hh s), a boundary h_k·h_{k+1},
   a readout h·d when h ≠ d. ``serving_macs`` encodes one sequence and reads out its newest position
   (what a served model runs per request, and what results/EVORNN.md reports); ``macs_per_sequence``
-  is ``forward``'s count with a readout at every position (the protocol of ``seqrec.callbacks.macs``). Element-wise gate arithmetic (O(h) per step) and bias additions are not counted (the
+  is ``forward``'s count with a readout at every position (``seqrec.models.base.DeclaresMACs``). Element-wise gate arithmetic (O(h) per step) and bias additions are not counted (the
   convention of FLOP counters such as ``torch.utils.flop_counter``); scoring the catalogue is
   ``scoring_macs()`` = N·d, reported separately.
 """
@@ -231,17 +231,6 @@ class EvoRNN(SequenceRecommender):
                 break
         return spans[::-1]
 
-    def hidden_size_at(self, distance: int) -> int:
-        """Hidden size used for the event at ``distance`` from the end (1 = newest)."""
-        if distance < 1:
-            raise ValueError(f"distance must be >= 1, got {distance}")
-        boundary = 0
-        for k in range(len(self.hidden_sizes) - 1, 0, -1):
-            boundary += self.segment_lengths[k - 1]
-            if distance <= boundary:
-                return self.hidden_sizes[k]
-        return self.hidden_sizes[0]
-
     # --- computation ------------------------------------------------------------------------------
     def _states(self, items: Tensor, readout: Literal["all", "last"]) -> Tensor:
         """Run the schedule over items (B, L); outputs (B, L, d) for "all", (B, d) for "last"."""
@@ -321,7 +310,7 @@ class EvoRNN(SequenceRecommender):
     def macs_per_sequence(self, seq_len: int | None = None) -> int:
         """MACs of ``forward`` on one sequence of ``seq_len`` items, all positions read out, no scoring.
 
-        The protocol of ``seqrec.callbacks.macs``; ``serving_macs`` is the cost of ``last_hidden``.
+        ``seqrec.models.base.DeclaresMACs``; ``serving_macs`` is the cost of ``last_hidden``.
         """
         return self.op_counts(seq_len)["forward"]
 
@@ -332,12 +321,3 @@ class EvoRNN(SequenceRecommender):
     def scoring_macs(self) -> int:
         """MACs to score the full catalogue from one hidden state: (N + 1)·d (the padding row included)."""
         return (self.num_items + 1) * self.d_model
-
-    def describe_schedule(self) -> str:
-        """'h=16 for τ 31..50; h=32 for τ 11..30; h=64 for τ 1..10' (τ = distance from the end), oldest first."""
-        parts = []
-        spans = self.segment_spans(self.max_len)
-        for k, start, stop in spans:
-            near, far = self.max_len - stop + 1, self.max_len - start
-            parts.append(f"h={self.hidden_sizes[k]} for τ {near}..{far}")
-        return "; ".join(parts)

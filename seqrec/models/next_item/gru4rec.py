@@ -72,15 +72,3 @@ class GRU4Rec(SequenceRecommender):
         out = self.dense(out)  # (B, L, d)
         out = rotate_rows(out, (L - pad) % L)  # back to left padding
         return out * real.unsqueeze(-1).to(out.dtype)
-
-    def macs_per_position(self) -> int:
-        """Multiply-adds for one input step: GRU 3·(d_in·H + H·H) per layer (+ 3·H gate products) plus the H·d output map.
-
-        Gates: r, z and the candidate each take W x (d_in·H) and U h (H·H); the element-wise products r⊙(U h),
-        z⊙h and (1−z)⊙ĥ add about 3·H. Scoring (d per candidate) is not included.
-        """
-        total, d_in = 0, self.d_model
-        for _ in range(self.num_layers):
-            total += 3 * (d_in * self.hidden_size + self.hidden_size * self.hidden_size) + 3 * self.hidden_size
-            d_in = self.hidden_size
-        return total + self.hidden_size * self.d_model

@@ -27,11 +27,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqrec.models.base import SequenceRecommender, truncated_normal_
+from seqrec.models.base import RecurrentState, SequenceRecommender, truncated_normal_
+from seqrec.models.layers import FeedForward
 
 SCANS = ("parallel", "sequential", "auto")
 
-LRUState = tuple[Tensor, ...]
+LRUState = RecurrentState
 """Recurrent per-user state: one complex64 tensor (B, H) per LRU layer."""
 
 
@@ -213,22 +214,19 @@ class LRULayer(nn.Module):
             return h_next, self.readout(h_next, x)
 
 
-class PositionwiseFeedForward(nn.Module):
-    """PFFN(x) = LayerNorm(x + Dropout(W2 Dropout(GELU(W1 x)))), W1: d -> 4d, W2: 4d -> d."""
+class PositionwiseFeedForward(FeedForward):
+    """PFFN(x) = LayerNorm(x + Dropout(W2 Dropout(GELU(W1 x)))), W1: d -> 4d, W2: 4d -> d (post-norm residual).
+
+    The shared ``seqrec.models.layers.FeedForward`` with LRURec's residual and LayerNorm around it.
+    """
 
     def __init__(self, d_model: int, d_ff: int | None = None, dropout: float = 0.2) -> None:
-        super().__init__()
-        d_ff = 4 * d_model if d_ff is None else d_ff
-        self.w_1 = nn.Linear(d_model, d_ff)
-        self.w_2 = nn.Linear(d_ff, d_model)
-        self.activation = nn.GELU()
-        self.dropout = nn.Dropout(dropout)
+        super().__init__(d_model, 4 * d_model if d_ff is None else d_ff, dropout, activation="gelu")
         self.layer_norm = nn.LayerNorm(d_model)
 
     def forward(self, x: Tensor) -> Tensor:
         """x (..., d) -> (..., d)."""
-        inner = self.dropout(self.activation(self.w_1(x)))  # (..., 4d)
-        return self.layer_norm(x + self.dropout(self.w_2(inner)))
+        return self.layer_norm(x + self.dropout(super().forward(x)))  # (..., 4d) inside
 
 
 class LRUBlock(nn.Module):
@@ -333,16 +331,6 @@ class LRURec(SequenceRecommender):
         """(num_items + 1,) score bias."""
         return self.output_bias
 
-    def decay_groups(self, weight_decay: float) -> list[dict]:
-        """AdamW groups by LRURec's rule: no decay for names containing "bias" or "layer_norm".
-
-        Embeddings and ``params_log`` are decayed; every parameter lands in exactly one group.
-        """
-        decay, no_decay = [], []
-        for name, p in self.named_parameters():
-            (no_decay if ("bias" in name or "layer_norm" in name) else decay).append(p)
-        return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
     # ---- recurrent inference: O(1) state and work per event -------------------------------------
 
     def init_state(self, batch_size: int) -> LRUState:
@@ -379,7 +367,7 @@ class LRURec(SequenceRecommender):
             state.append(h[:, -1])
         return tuple(state), x
 
-    def state_bytes(self, batch_size: int = 1) -> int:
-        """Bytes of stored per-user recurrent state: batch · Σ_layers H · 8 (complex64)."""
+    def state_bytes(self, batch_size: int = 1, seq_len: int | None = None) -> int:
+        """Bytes of stored recurrent state: batch · Σ_layers H · 8 (complex64), whatever the history length seq_len."""
         item_size = torch.empty((), dtype=torch.complex64).element_size()
         return batch_size * sum(layer.state_size for layer in self.lru_layers) * item_size

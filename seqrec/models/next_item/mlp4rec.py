@@ -180,7 +180,7 @@ class MLP4Rec(SequenceRecommender):
     builds the model on the item channel alone (F = 0).
     """
 
-    uses_item_features = True
+    causal: bool = False  # the official mixer reads the whole window; ``causal=True`` masks it (set per instance)
 
     def __init__(
         self,

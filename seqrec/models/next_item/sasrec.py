@@ -5,74 +5,34 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqrec.models.base import SequenceRecommender
-
-
-class CausalSelfAttention(nn.Module):
-    """Multi-head attention, causal and key-padding masked, through ``F.scaled_dot_product_attention``.
-
-    Written out (instead of ``nn.MultiheadAttention``) so that queries and keys/values can come from
-    different inputs as SASRec needs (Q = LayerNorm(x), K = V = x), so that its MACs are countable (the
-    MHA fast path hides its matmuls) and so that compression wrappers can read its keys and values.
-    attention(Q, K, V) = softmax(Q Kᵀ / √(d/h) + mask) V, heads concatenated, then W_o.
-    """
-
-    def __init__(self, d_model: int, num_heads: int, dropout: float) -> None:
-        super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
-        self.num_heads = num_heads
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
-        self.dropout = dropout
-
-    def forward(self, queries: Tensor, keys: Tensor, allowed: Tensor) -> Tensor:
-        """queries, keys: (B, L, d); allowed: (B, 1, L, L) bool, True where query i may attend key j."""
-        B, L, d = queries.shape
-        h = self.num_heads
-        q = self.q_proj(queries).view(B, L, h, d // h).transpose(1, 2)  # (B, h, L, d/h)
-        k = self.k_proj(keys).view(B, L, h, d // h).transpose(1, 2)  # (B, h, L, d/h)
-        v = self.v_proj(keys).view(B, L, h, d // h).transpose(1, 2)  # (B, h, L, d/h)
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=allowed, dropout_p=self.dropout if self.training else 0.0
-        )  # (B, h, L, d/h)
-        return self.out_proj(out.transpose(1, 2).reshape(B, L, d))  # (B, L, d)
-
-
-class PointWiseFeedForward(nn.Module):
-    """SASRec's FFN with residual: x + Dropout(W2 ReLU(Dropout(W1 x)))."""
-
-    def __init__(self, d_model: int, hidden: int, dropout: float) -> None:
-        super().__init__()
-        self.w1 = nn.Linear(d_model, hidden)
-        self.w2 = nn.Linear(hidden, d_model)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: Tensor) -> Tensor:
-        """x: (B, L, d) -> (B, L, d)."""
-        return x + self.dropout(self.w2(F.relu(self.dropout(self.w1(x)))))
+from seqrec.models.layers import FeedForward, MultiHeadAttention
 
 
 class SASRecBlock(nn.Module):
-    """x ← Q + Attn(Q, x, x) with Q = LN(x); x ← FFN(LN(x)); padded positions zeroed."""
+    """x ← Q + Attn(Q, x, x) with Q = LN(x); z = LN(x); x ← z + Dropout(FFN(z)); padded positions zeroed.
+
+    FFN(z) = W₂ Dropout(ReLU(W₁ z)) (``seqrec.models.layers.FeedForward``). The official code applies the
+    inner dropout before the ReLU; dropout scales by a non-negative factor, so the order gives the same
+    numbers. As in the official code the FFN's residual adds the normalised input z.
+    """
 
     def __init__(self, d_model: int, num_heads: int, ffn_dim: int, dropout: float) -> None:
         super().__init__()
         self.attn_layer_norm = nn.LayerNorm(d_model, eps=1e-8)
-        self.attention = CausalSelfAttention(d_model, num_heads, dropout)
+        self.attention = MultiHeadAttention(d_model, num_heads, dropout)
         self.ffn_layer_norm = nn.LayerNorm(d_model, eps=1e-8)
-        self.ffn = PointWiseFeedForward(d_model, ffn_dim, dropout)
+        self.ffn = FeedForward(d_model, ffn_dim, dropout, activation="relu")
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, allowed: Tensor, keep: Tensor) -> Tensor:
-        """x: (B, L, d); allowed: (B, 1, L, L); keep: (B, L, 1) float, 0 at padding."""
-        q = self.attn_layer_norm(x)
-        x = q + self.attention(q, x, allowed)
-        x = self.ffn(self.ffn_layer_norm(x))
+        """x: (B, L, d); allowed: (B, 1, L, L) bool, True where query i may attend key j; keep: (B, L, 1) float, 0 at padding."""
+        q = self.attn_layer_norm(x)  # (B, L, d)
+        x = q + self.attention(q, x, allowed)  # queries LN(x), keys and values x
+        z = self.ffn_layer_norm(x)
+        x = z + self.dropout(self.ffn(z))
         return x * keep
 
 

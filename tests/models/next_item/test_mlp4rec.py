@@ -234,7 +234,7 @@ def test_beauty_config_validates(capsys):
         main(["--config", "mlp4rec_beauty.yaml", "--print_config"])
     assert exit_info.value.code in (0, None)
     printed = capsys.readouterr().out
-    assert "seqrec.data.features.S3RecAttributes" in printed and "seqrec.models.next_item.mlp4rec.MLP4Rec" in printed
+    assert "seqrec.data.sources.item_features.S3RecAttributes" in printed and "seqrec.models.next_item.mlp4rec.MLP4Rec" in printed
 
 
 @pytest.mark.slow

@@ -1,0 +1,107 @@
+"""Layers several models share: multi-head attention written out, and the position-wise feed-forward.
+
+``MultiHeadAttention`` is written out (instead of ``nn.MultiheadAttention``) so that queries and keys/values
+may come from different inputs (SASRec: Q = LayerNorm(x), K = V = x), so that its MACs are countable (the
+MHA fast path hides its matmuls), and so that compression wrappers can read its queries, keys, values and
+weights (``CTRTransformer``). Two paths compute the same attention:
+
+    attention(Q, K, V) = softmax(Q Kᵀ / √(d/h) + bias, masked) V per head, heads concatenated, then W_o
+
+- ``forward``: fused, through ``F.scaled_dot_product_attention`` (SASRec);
+- ``project`` / ``attend`` / ``merge_heads`` + ``out_proj``: explicit, returning the attention weights
+  (the CTR transformer, which also adds a relative-position bias and attends a target to stored keys).
+
+MACs per token (one fused multiply-add = 1; ``seqrec.cost.flops``): projections 4·d², attention 2·n·d over
+n keys, feed-forward 2·d·f.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"gelu": nn.GELU, "relu": nn.ReLU}
+
+
+class MultiHeadAttention(nn.Module):
+    """h heads of width d/h: Q, K, V projections, scaled dot-product attention, output projection W_o.
+
+    ``dropout`` is the dropout probability of the attention weights.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float) -> None:
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        self.num_heads, self.head_dim = num_heads, d_model // num_heads
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """x (..., n, d) -> (..., h, n, d/h)."""
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(-2, -3)
+
+    def merge_heads(self, heads: Tensor) -> Tensor:
+        """heads (..., h, n, d/h) -> (..., n, d), heads concatenated."""
+        merged = heads.transpose(-2, -3)  # (..., n, h, d/h)
+        return merged.reshape(*merged.shape[:-2], self.num_heads * self.head_dim)
+
+    def project(self, queries: Tensor, keys: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """q = W_q queries, k = W_k keys, v = W_v keys, split into heads (..., h, n, d/h); keys default to queries."""
+        keys = queries if keys is None else keys
+        return self.split_heads(self.q_proj(queries)), self.split_heads(self.k_proj(keys)), self.split_heads(self.v_proj(keys))
+
+    def drop_weights(self, weights: Tensor) -> Tensor:
+        """Dropout on attention probabilities (training only)."""
+        return F.dropout(weights, self.dropout, self.training)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, bias: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """softmax(q kᵀ/√(d/h) + bias, masked to ``allowed``) v -> (out (B, h, nq, d/h), weights (B, h, nq, nk))."""
+        logits = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.head_dim))  # (B, h, nq, nk)
+        if bias is not None:
+            logits = logits + bias
+        weights = torch.softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)
+        return self.drop_weights(weights) @ v, weights
+
+    def forward(self, queries: Tensor, keys: Tensor, allowed: Tensor) -> Tensor:
+        """Fused path: queries (B, L, d), keys = values (B, S, d), allowed (B, 1, L, S) bool -> W_o · heads (B, L, d)."""
+        q, k, v = self.project(queries, keys)  # (B, h, L | S, d/h)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=allowed, dropout_p=self.dropout if self.training else 0.0
+        )  # (B, h, L, d/h)
+        return self.out_proj(self.merge_heads(out))  # (B, L, d)
+
+    def projection_macs(self) -> int:
+        """MACs of the q, k, v and output projections per token: 4·d²."""
+        d = self.q_proj.in_features
+        return 4 * d * d
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = W₂ Dropout(act(W₁ x + b₁)) + b₂ at every position; W₁: d -> f, W₂: f -> d, act GELU or ReLU.
+
+    Residual connections, the outer dropout and normalisation belong to the block that uses it.
+    """
+
+    def __init__(self, d_model: int, hidden: int, dropout: float, activation: str = "gelu") -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.w_1 = nn.Linear(d_model, hidden)
+        self.w_2 = nn.Linear(hidden, d_model)
+        self.activation = ACTIVATIONS[activation]()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x (..., d) -> (..., d)."""
+        return self.w_2(self.dropout(self.activation(self.w_1(x))))  # (..., f) inside
+
+    def macs_per_token(self) -> int:
+        """MACs per position: 2·d·f."""
+        return 2 * self.w_1.in_features * self.w_1.out_features
