@@ -1,6 +1,7 @@
-"""Atomic on-disk caches of numpy arrays: a directory of ``<name>.npy`` files and a manifest with CRC32s.
+"""The cache root and atomic on-disk caches of numpy arrays: a directory of ``<name>.npy`` files and a manifest with CRC32s.
 
-Used by the sequence cache, the CTR sample cache and the LM token cache. Writes go to a temporary
+Used by the sequence cache, the CTR sample cache, the frozen evaluation negatives, the item-feature tables
+and the LM token cache. Writes go to a temporary
 directory that is renamed into place; reads verify every file's size and CRC32, so a truncated or altered
 cache is reported (ValueError) and its owner rebuilds it.
 """
@@ -17,6 +18,20 @@ from pathlib import Path
 import numpy as np
 
 _CACHE_VERSION = 1
+
+
+def resolve_cache_dir(cache_dir: str | Path | None) -> Path:
+    """``cache_dir``, else ``$SEQREC_CACHE``, else the user cache dir (``~/.cache/seqrec``); created if absent."""
+    import platformdirs
+
+    if cache_dir is not None:
+        path = Path(cache_dir).expanduser()
+    elif os.environ.get("SEQREC_CACHE"):
+        path = Path(os.environ["SEQREC_CACHE"]).expanduser()
+    else:
+        path = Path(platformdirs.user_cache_dir("seqrec"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _crc32(path: Path) -> int:

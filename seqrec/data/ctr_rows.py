@@ -8,7 +8,7 @@ from typing import Literal
 
 import numpy as np
 
-from seqrec.data.sources.base import Source
+from seqrec.data.interactions import Source
 
 # ---------------------------------------------------------------------------------------------------
 
@@ -62,7 +62,7 @@ class CTRRowSource(Source):
 
     def load(self):  # noqa: ANN201 (Source API)
         """CTR row files hold no interaction log; use ``load_rows``."""
-        raise TypeError(f"{type(self).__name__} holds CTR rows, not interactions: use it with CTRDataModule")
+        raise TypeError(f"{type(self).__name__} holds CTR rows, not interactions: use it with CTRRowsDataModule")
 
 
 def clean_validation(train: CTRRows, fraction: float, split: Literal["user_tail", "global_tail"]) -> np.ndarray:

@@ -1,4 +1,7 @@
-"""DIN-style CTR samples over next-item sequences (positives + frozen unseen negatives) and their torch datasets."""
+"""DIN-style CTR samples over next-item sequences (positives + frozen unseen negatives) and their torch datasets.
+
+The negatives come from ``negatives.sample_unseen`` (draw order "batched"): items the user never touched.
+"""
 
 from __future__ import annotations
 
@@ -14,76 +17,14 @@ from torch.utils.data import Dataset
 from seqrec.data.array_cache import load_arrays, save_arrays
 from seqrec.data.ctr_rows import CTRRows
 from seqrec.data.examples import left_pad
-from seqrec.data.negatives import Sampler, item_distribution
-from seqrec.data.sequences import Sequences
+from seqrec.data.negatives import Sampler, item_distribution, sample_unseen
+from seqrec.data.sequences import Sequences, user_of_offsets
 from seqrec.data.splits import Split, leave_last_out
 
 log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------------------------
-
-
-def user_of_offsets(sequences: Sequences) -> np.ndarray:
-    """(nnz,) the user row of every event offset."""
-    return np.repeat(np.arange(sequences.num_users, dtype=np.int64), sequences.lengths())
-
-
-def sample_unseen(
-    sequences: Sequences,
-    users: np.ndarray,
-    num: int,
-    rng: np.random.Generator,
-    probabilities: np.ndarray | None = None,
-) -> np.ndarray:
-    """(Q, num) items per query user, distinct within a row, none in that user's **whole** sequence.
-
-    Vectorised rejection sampling: draw all, test membership against the sorted (user, item) keys of
-    every event with ``searchsorted``, redraw only the rejected cells. ``probabilities`` (N+1,) with a
-    zero at 0 (e.g. ``negatives.item_distribution``); None draws uniformly from 1..N.
-    """
-    n_items = sequences.num_items
-    users = np.asarray(users, dtype=np.int64)
-    stride = n_items + 1
-    keys = np.sort(user_of_offsets(sequences) * stride + sequences.items)  # sorted (user, item) pairs
-    keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
-    seen = np.diff(np.searchsorted(keys, np.arange(sequences.num_users + 1) * stride))  # distinct items per user
-    support = n_items if probabilities is None else int(np.count_nonzero(probabilities))
-    short = np.flatnonzero(support - seen[users] < num)
-    if len(short):
-        user = int(users[short[0]])
-        raise ValueError(
-            f"user row {user} has touched {int(seen[user])} of {support} samplable items, leaving fewer than "
-            f"the {num} negatives requested: lower the number of negatives"
-        )
-
-    def draw(size: int) -> np.ndarray:
-        if probabilities is None:
-            return rng.integers(1, n_items + 1, size=size)
-        return rng.choice(n_items + 1, size=size, p=probabilities)
-
-    def rejected(block: np.ndarray, block_users: np.ndarray) -> np.ndarray:
-        """(R, num) True where an item was touched by its user or repeats an earlier column of its row."""
-        cand = block_users[:, None] * stride + block
-        bad = keys[np.minimum(np.searchsorted(keys, cand), len(keys) - 1)] == cand
-        for j in range(1, num):
-            bad[:, j] |= (block[:, j : j + 1] == block[:, :j]).any(axis=1)
-        return bad
-
-    out = draw(len(users) * num).reshape(len(users), num)
-    bad = rejected(out, users)
-    rows = np.flatnonzero(bad.any(axis=1))  # only rows with a rejected cell are redrawn and checked again
-    bad = bad[rows]
-    for _ in range(10_000):
-        if not len(rows):
-            return out
-        block = out[rows]
-        block[bad] = draw(int(bad.sum()))
-        out[rows] = block
-        bad = rejected(block, users[rows])
-        again = bad.any(axis=1)
-        rows, bad = rows[again], bad[again]
-    raise RuntimeError("negative sampling did not converge: too few unseen items per user")
 
 
 @dataclass

@@ -18,22 +18,20 @@ A feature table has one row per item id of a ``Sequences`` catalogue: row ``i`` 
   field's NaN with the column mean.
 
 Where the raw values come from is an ``ItemFeatureSource`` (``class_path`` in YAML, the datamodule's
-``features`` option): the data source's own ``Interactions.item_features`` (MovieLens: title, year,
-genres), a MovieLens-style item TSV (LRURec's ``ml-1m_items.tsv``), S3Rec's ``item2attributes.json``
-or the Amazon product metadata (brand, categories, price, salesRank). The built tables are cached on
-disk (``<cache>/features/``), keyed by the raw feature files, the catalogue and the options.
+``features`` option): the data source's own ``Interactions.item_features`` (``SourceItemFeatures``;
+MovieLens: title, year, genres), or a reader of a separate feature file in
+``seqrec.data.sources.item_features`` (a MovieLens-style item TSV, S3Rec's ``item2attributes.json``,
+the Amazon product metadata). The built tables are cached on disk (``<cache>/features/<name>-<key>/``,
+an ``array_cache`` directory, so a corrupt entry is detected and rebuilt), keyed by the raw feature
+files, the catalogue and the options.
 """
 
 from __future__ import annotations
 
-import ast
-import gzip
 import hashlib
 import json
 import logging
 import math
-import os
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,10 +41,9 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from seqrec.data.download import DownloadError, fetch, sha256_of
+from seqrec.data.array_cache import load_arrays, resolve_cache_dir, save_arrays
+from seqrec.data.interactions import Source
 from seqrec.data.sequences import Sequences
-from seqrec.data.sources.base import Source, resolve_cache_dir
-from seqrec.data.sources.movielens import split_title_year
 
 log = logging.getLogger(__name__)
 
@@ -102,43 +99,32 @@ class ItemFeatures:
         return {name: torch.from_numpy(np.ascontiguousarray(self.tables[name])) for name in self.names}
 
     # --- cache --------------------------------------------------------------------------------
-    def save(self, path: str | Path) -> None:
-        """Write all tables to one ``.npz`` atomically (temp file, then ``os.replace``)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        arrays: dict[str, np.ndarray] = {
-            "meta": np.array(json.dumps({
-                "version": _FORMAT_VERSION, "names": self.names, "kinds": self.kinds,
-                "float_stats": {k: list(v) for k, v in self.float_stats.items()}, "known": self.known,
-            }))
-        }
+    def save(self, directory: str | Path) -> None:
+        """Write all tables to an ``array_cache`` directory atomically (CRC-checked on load)."""
+        arrays: dict[str, np.ndarray] = {}
         for i, name in enumerate(self.names):
             arrays[f"table_{i}"] = self.tables[name]
             if name in self.vocabularies:
                 arrays[f"vocab_{i}"] = self.vocabularies[name].astype(str)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".npz", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        meta = {
+            "version": _FORMAT_VERSION, "names": self.names, "kinds": self.kinds,
+            "float_stats": {k: list(v) for k, v in self.float_stats.items()}, "known": self.known,
+        }
+        save_arrays(directory, arrays, meta)
 
     @classmethod
-    def load(cls, path: str | Path) -> ItemFeatures:
-        """Read a file written by ``save``; ValueError when it is unreadable or of another format."""
+    def load(cls, directory: str | Path) -> ItemFeatures:
+        """Read a directory written by ``save``; ValueError when it is missing, corrupt or of another format."""
         try:
-            with np.load(path, allow_pickle=False) as data:
-                meta = json.loads(str(data["meta"]))
-                if meta.get("version") != _FORMAT_VERSION:
-                    raise ValueError(f"format {meta.get('version')}, need {_FORMAT_VERSION}")
-                names, kinds = meta["names"], meta["kinds"]
-                tables = {name: data[f"table_{i}"] for i, name in enumerate(names)}
-                vocabularies = {name: data[f"vocab_{i}"] for i, name in enumerate(names) if f"vocab_{i}" in data}
-        except (OSError, KeyError, ValueError, json.JSONDecodeError) as error:
-            raise ValueError(f"item-feature cache {path} is unreadable ({error})") from error
-        stats = {k: tuple(v) for k, v in meta["float_stats"].items()}
+            arrays, meta = load_arrays(directory)
+            if meta.get("version") != _FORMAT_VERSION:
+                raise ValueError(f"format {meta.get('version')}, need {_FORMAT_VERSION}")
+            names, kinds = meta["names"], meta["kinds"]
+            tables = {name: arrays[f"table_{i}"] for i, name in enumerate(names)}
+            vocabularies = {name: arrays[f"vocab_{i}"] for i, name in enumerate(names) if f"vocab_{i}" in arrays}
+            stats = {k: tuple(v) for k, v in meta["float_stats"].items()}
+        except (KeyError, ValueError) as error:
+            raise ValueError(f"item-feature cache {directory} is unreadable ({error})") from error
         return cls(names=names, kinds=kinds, tables=tables, vocabularies=vocabularies, float_stats=stats,
                    known=meta.get("known", {}))
 
@@ -157,7 +143,8 @@ def _tokens(value: Any) -> list[str]:
     return [str(value)]
 
 
-def _as_float(value: Any) -> float | None:
+def as_float(value: Any) -> float | None:
+    """A float feature value: numbers as is, strings without ``,`` and a leading ``$``; None when missing or not finite."""
     if _is_missing(value):
         return None
     try:
@@ -205,7 +192,7 @@ def build_item_features(
                 "(an id map may be needed)."
             )
         if kind == "float":
-            numbers = np.array([np.nan if (x := _as_float(v)) is None else x for v in values], dtype=np.float64)
+            numbers = np.array([np.nan if (x := as_float(v)) is None else x for v in values], dtype=np.float64)
             known = ~np.isnan(numbers)
             low = float(numbers[known].min()) if known.any() else 0.0
             high = float(numbers[known].max()) if known.any() else 0.0
@@ -260,7 +247,8 @@ class ItemFeatureSource(ABC):
     """Raw per-item values of some features, keyed by the data source's raw item ids.
 
     ``kinds`` names the features to build and their kind, in the order the model stacks them;
-    ``max_tokens`` caps token_seq widths. Sub-classes implement ``raw`` and ``fingerprint``.
+    ``max_tokens`` caps token_seq widths. Sub-classes implement ``raw`` and ``fingerprint``; the
+    readers of separate feature files live in ``seqrec.data.sources.item_features``.
     """
 
     def __init__(self, kinds: dict[str, FeatureKind], max_tokens: int | None = None) -> None:
@@ -268,6 +256,10 @@ class ItemFeatureSource(ABC):
             raise ValueError("kinds must name at least one feature (name: token | token_seq | float)")
         self.kinds = dict(kinds)
         self.max_tokens = max_tokens
+
+    def feature_kinds(self, source: Source) -> dict[str, FeatureKind]:
+        """The features to build, name → kind in channel order (``kinds``)."""
+        return self.kinds
 
     @abstractmethod
     def raw(self, source: Source) -> dict[str, dict[str, Any]]:
@@ -279,34 +271,36 @@ class ItemFeatureSource(ABC):
 
     def key(self, source: Source) -> str:
         """Cache identity: fingerprint, kinds and options."""
-        return f"{type(self).__name__}|{self.fingerprint(source)}|{json.dumps(self.kinds)}|{self.max_tokens}"
+        kinds = json.dumps(self.feature_kinds(source))
+        return f"{type(self).__name__}|{self.fingerprint(source)}|{kinds}|{self.max_tokens}"
 
     def build(self, source: Source, item_ids: np.ndarray) -> ItemFeatures:
         """The aligned tables for the catalogue ``item_ids``."""
-        return build_item_features(self.raw(source), self.kinds, item_ids, self.max_tokens)
+        return build_item_features(self.raw(source), self.feature_kinds(source), item_ids, self.max_tokens)
 
 
 def load_item_features(
     features: ItemFeatureSource, source: Source, sequences: Sequences, cache_dir: str | Path | None
 ) -> ItemFeatures:
-    """The tables from the cache, or built and cached atomically (keyed by features, catalogue and options)."""
+    """The tables from the cache, or built and cached atomically (keyed by features, catalogue and options).
+
+    The entry is an ``array_cache`` directory ``<cache>/features/<source name>-<key>``; a corrupt or
+    mismatching entry is reported and rebuilt.
+    """
     catalogue = hashlib.sha256("\n".join(sequences.item_ids.astype(str).tolist()).encode()).hexdigest()
     key = hashlib.sha256(f"{features.key(source)}|{catalogue}|{_FORMAT_VERSION}".encode()).hexdigest()[:20]
-    path = resolve_cache_dir(cache_dir) / "features" / f"{source.name}-{key}.npz"
-    if path.exists():
+    directory = resolve_cache_dir(cache_dir) / "features" / f"{source.name}-{key}"
+    if directory.exists():
         try:
-            cached = ItemFeatures.load(path)
-            if cached.num_items == sequences.num_items and cached.names == list(features.kinds):
+            cached = ItemFeatures.load(directory)
+            if cached.num_items == sequences.num_items and cached.names == list(features.feature_kinds(source)):
                 return cached
-            log.warning("item-feature cache %s does not match the catalogue; rebuilding it", path)
+            log.warning("item-feature cache %s does not match the catalogue; rebuilding it", directory)
         except ValueError as error:
             log.warning("%s; rebuilding it", error)
     built = features.build(source, sequences.item_ids)
-    built.save(path)
+    built.save(directory)
     return built
-
-
-MOVIELENS_KINDS: dict[str, FeatureKind] = {"genres": "token_seq", "title": "token_seq", "year": "float"}
 
 
 class SourceItemFeatures(ItemFeatureSource):
@@ -314,12 +308,27 @@ class SourceItemFeatures(ItemFeatureSource):
 
     MovieLens-100k/1M give ``title`` (the title without its year), ``year`` and ``genres``, from the
     same raw files as the interactions (RecBole's ml-100k ``movie_title``, ``release_year``, ``class``).
-    Default kinds: genres and title words as token sequences, year as a float (RecBole loads
-    ``release_year`` as a token: pass ``year: token`` for that).
+    ``kinds=None`` takes the source's own defaults (``Source.item_feature_kinds``; MovieLens: genres and
+    title words as token sequences, year as a float; RecBole loads ``release_year`` as a token: pass
+    ``year: token`` for that).
     """
 
     def __init__(self, kinds: dict[str, FeatureKind] | None = None, max_tokens: int | None = None) -> None:
-        super().__init__(dict(MOVIELENS_KINDS if kinds is None else kinds), max_tokens)
+        if kinds is not None:
+            super().__init__(kinds, max_tokens)
+        else:
+            self.kinds, self.max_tokens = {}, max_tokens
+
+    def feature_kinds(self, source: Source) -> dict[str, FeatureKind]:
+        """``kinds`` when given, else the source's ``item_feature_kinds``; ValueError when both are empty."""
+        kinds = self.kinds or dict(source.item_feature_kinds)
+        if not kinds:
+            raise ValueError(
+                f"{source.describe()} declares no item features (item_feature_kinds); pass kinds= or use a feature "
+                "source that reads them from their own file (seqrec.data.sources.item_features: MovieLensItemTable, "
+                "S3RecAttributes, AmazonMetadata)"
+            )
+        return kinds  # type: ignore[return-value]
 
     def raw(self, source: Source) -> dict[str, dict[str, Any]]:
         """``source.load().item_features`` with string keys."""
@@ -328,247 +337,10 @@ class SourceItemFeatures(ItemFeatureSource):
         if not found:
             raise ValueError(
                 f"{source.describe()} provides no item features; use a feature source that reads them from "
-                "their own file (MovieLensItemTable, S3RecAttributes, AmazonMetadata)"
+                "their own file (seqrec.data.sources.item_features: MovieLensItemTable, S3RecAttributes, AmazonMetadata)"
             )
         return {name: {str(k): v for k, v in values.items()} for name, values in found.items()}
 
     def fingerprint(self, source: Source) -> str:
         """The data source's fingerprint (its raw files hold the features)."""
         return source.fingerprint()
-
-
-def _read_text(path: Path) -> str:
-    data = path.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    return data.decode("utf-8")
-
-
-def _require_file(path: Path, what: str, fix: str) -> Path:
-    if not path.is_file():
-        raise FileNotFoundError(f"{what}: expected a file at {path}, found {'a directory' if path.exists() else 'nothing'}. {fix}")
-    return path
-
-
-class MovieLensItemTable(ItemFeatureSource):
-    """A MovieLens item TSV with a header: an id column, ``title`` ("Name (Year)") and ``genres`` ("A|B").
-
-    For LRURec's ML-1M (``lrurec/ml-1m_items.tsv``: ``item movie_id title genres``, where ``item`` is
-    the id used in LRURec's ``ml-1m.txt``). Gives ``title`` (words, year removed), ``year`` (from the
-    title) and ``genres``, as the MovieLens sources do.
-    """
-
-    def __init__(
-        self,
-        path: str,
-        id_column: str = "item",
-        kinds: dict[str, FeatureKind] | None = None,
-        max_tokens: int | None = None,
-    ) -> None:
-        super().__init__(dict(MOVIELENS_KINDS if kinds is None else kinds), max_tokens)
-        self.path = Path(path).expanduser()
-        self.id_column = id_column
-
-    def raw(self, source: Source) -> dict[str, dict[str, Any]]:
-        """Parse the TSV."""
-        path = _require_file(self.path, "MovieLensItemTable", "Pass path= to a TSV with columns "
-                             f"{self.id_column}, title, genres.")
-        lines = _read_text(path).splitlines()
-        header = lines[0].split("\t") if lines else []
-        missing = [c for c in (self.id_column, "title", "genres") if c not in header]
-        if missing:
-            raise ValueError(f"{path}, line 1: expected a header with columns {self.id_column}, title, genres; "
-                             f"found {header} (missing {missing}).")
-        col = {c: header.index(c) for c in header}
-        titles, years, genres = {}, {}, {}
-        for n, line in enumerate(lines[1:], start=2):
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) != len(header):
-                raise ValueError(f"{path}, line {n}: expected {len(header)} tab-separated fields, found {len(fields)}: {line[:200]!r}.")
-            item = fields[col[self.id_column]].strip()
-            title, year = split_title_year(fields[col["title"]])
-            titles[item] = title
-            if year is not None:
-                years[item] = year
-            genres[item] = [g for g in fields[col["genres"]].split("|") if g]
-        return {"title": titles, "year": years, "genres": genres}
-
-    def fingerprint(self, source: Source) -> str:
-        """sha256 of the TSV."""
-        return sha256_of(_require_file(self.path, "MovieLensItemTable", "Pass path= to an existing TSV."))
-
-
-S3REC_ATTRIBUTES_URL = "https://raw.githubusercontent.com/RUCAIBox/CIKM2020-S3Rec/master/data/{name}_item2attributes.json"
-
-
-class S3RecAttributes(ItemFeatureSource):
-    """S3Rec's ``<Name>_item2attributes.json``: ``{"item id": [attribute ids]}`` as one token_seq feature.
-
-    For Beauty the attributes mix brand and categories (637 ids) and the item ids are those of S3Rec's
-    ``Beauty.txt`` (``S3RecText("beauty")``). ``path=None`` downloads
-    ``github.com/RUCAIBox/CIKM2020-S3Rec/data/<name>_item2attributes.json`` into ``<cache>/raw/s3rec/``.
-    """
-
-    def __init__(
-        self,
-        path: str | None = None,
-        name: str = "Beauty",
-        feature: str = "attributes",
-        max_tokens: int | None = None,
-        cache_dir: str | None = None,
-    ) -> None:
-        super().__init__({feature: "token_seq"}, max_tokens)
-        self.path = Path(path).expanduser() if path is not None else None
-        self.name, self.feature, self.cache_dir = name, feature, cache_dir
-
-    def _file(self) -> Path:
-        if self.path is not None:
-            return _require_file(self.path, "S3RecAttributes", "Pass path= to <Name>_item2attributes.json(.gz).")
-        raw = resolve_cache_dir(self.cache_dir) / "raw" / "s3rec"
-        filename = f"{self.name}_item2attributes.json"
-        for candidate in (raw / filename, raw / (filename + ".gz")):
-            if candidate.is_file():
-                return candidate
-        url = S3REC_ATTRIBUTES_URL.format(name=self.name)
-        try:
-            return fetch(url, raw / filename)
-        except DownloadError as e:
-            raise DownloadError(f"{e} Alternatively pass path= to a local copy of {filename}.") from e
-
-    def raw(self, source: Source) -> dict[str, dict[str, Any]]:
-        """Parse the JSON object."""
-        path = self._file()
-        try:
-            table = json.loads(_read_text(path))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: expected a JSON object {{item id: [attribute ids]}}, parse failed: {error}") from error
-        if not isinstance(table, dict):
-            raise ValueError(f"{path}: expected a JSON object {{item id: [attribute ids]}}, found {type(table).__name__}")
-        return {self.feature: {str(k): [str(a) for a in v] for k, v in table.items()}}
-
-    def fingerprint(self, source: Source) -> str:
-        """sha256 of the JSON file."""
-        return sha256_of(self._file())
-
-
-# ---------------------------------------------------------------------------------------------------
-# Amazon product metadata (McAuley et al.): brand, categories, price, salesRank
-# ---------------------------------------------------------------------------------------------------
-
-AMAZON_METADATA_URL = "http://snap.stanford.edu/data/amazon/productGraph/categoryFiles/meta_{category}.json.gz"
-AMAZON_HELP = (
-    "The Amazon product metadata (McAuley et al. 2015, 'Image-based recommendations on styles and substitutes') "
-    "is published per category as meta_<Category>.json.gz at "
-    "http://snap.stanford.edu/data/amazon/productGraph/categoryFiles/ (Beauty: meta_Beauty.json.gz; access "
-    "may require the request form at https://jmcauley.ucsd.edu/data/amazon/). Download it and pass path=."
-)
-AMAZON_KINDS: dict[str, FeatureKind] = {
-    "sales_rank": "float", "categories": "token_seq", "price": "float", "brand": "token",
-}
-
-
-def parse_amazon_metadata(path: str | Path, sales_rank_category: str | None = "Beauty") -> dict[str, dict[str, Any]]:
-    """``meta_<Category>.json(.gz)``: one product per line → ``{feature: {asin: value}}``.
-
-    Each line is a Python dict literal (the 2014 release; parsed with ``ast.literal_eval``) or a JSON
-    object (the 2018 release) with keys ``asin`` and, when known, ``brand`` (str), ``categories`` (list
-    of category paths, each a list of str; flattened, first occurrence kept), ``price`` (float) and
-    ``salesRank`` (``{category: rank}``: the rank in ``sales_rank_category`` when present, else the
-    first listed). Absent keys leave the product without that value.
-    """
-    path = Path(path)
-    with open(path, "rb") as handle:
-        opener = gzip.open if handle.read(2) == b"\x1f\x8b" else open
-    brand, categories, price, rank = {}, {}, {}, {}
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for n, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                try:
-                    record = ast.literal_eval(line)
-                except (ValueError, SyntaxError) as error:
-                    raise ValueError(
-                        f"{path}, line {n}: expected a Python dict literal or JSON object per line (Amazon metadata "
-                        f"format), could not parse it ({error}): {line[:200]!r}"
-                    ) from None
-            if not isinstance(record, dict) or "asin" not in record:
-                raise ValueError(f"{path}, line {n}: expected a dict with an 'asin' key, found {line[:200]!r}")
-            asin = str(record["asin"])
-            if record.get("brand"):
-                brand[asin] = str(record["brand"]).strip()
-            if "categories" in record or "category" in record:
-                paths = record.get("categories", record.get("category"))
-                flat = [c for group in paths for c in (group if isinstance(group, list) else [group])]
-                categories[asin] = list(dict.fromkeys(str(c).strip() for c in flat if str(c).strip()))
-            if (value := _as_float(record.get("price"))) is not None:
-                price[asin] = value
-            ranks = record.get("salesRank")
-            if isinstance(ranks, dict) and ranks:
-                chosen = ranks.get(sales_rank_category) if sales_rank_category in ranks else next(iter(ranks.values()))
-                if (value := _as_float(chosen)) is not None:
-                    rank[asin] = value
-    return {"brand": brand, "categories": categories, "price": price, "sales_rank": rank}
-
-
-class AmazonMetadata(ItemFeatureSource):
-    """Brand, categories, price and sales rank from the Amazon product metadata (MLP4Rec's Beauty features).
-
-    The metadata is keyed by ASIN. When the data source's raw item ids are ASINs nothing else is
-    needed; otherwise ``item_map`` names a TSV (no header) of ``source item id<TAB>asin`` lines.
-    ``path=None`` looks for ``<cache>/raw/amazon/meta_<category>.json.gz`` and else tries the public
-    download location. Default kinds follow MLP4Rec: sales_rank and price floats, categories a token
-    sequence, brand a token.
-    """
-
-    def __init__(
-        self,
-        path: str | None = None,
-        category: str = "Beauty",
-        item_map: str | None = None,
-        kinds: dict[str, FeatureKind] | None = None,
-        max_tokens: int | None = None,
-        cache_dir: str | None = None,
-    ) -> None:
-        super().__init__(dict(AMAZON_KINDS if kinds is None else kinds), max_tokens)
-        self.path = Path(path).expanduser() if path is not None else None
-        self.category, self.cache_dir = category, cache_dir
-        self.item_map = Path(item_map).expanduser() if item_map is not None else None
-
-    def _file(self) -> Path:
-        if self.path is not None:
-            if not self.path.is_file():
-                raise FileNotFoundError(f"AmazonMetadata: no file at {self.path}. {AMAZON_HELP}")
-            return self.path
-        dest = resolve_cache_dir(self.cache_dir) / "raw" / "amazon" / f"meta_{self.category}.json.gz"
-        if dest.is_file():
-            return dest
-        try:
-            return fetch(AMAZON_METADATA_URL.format(category=self.category), dest)
-        except DownloadError as e:
-            raise FileNotFoundError(f"AmazonMetadata: could not fetch the metadata ({e}). {AMAZON_HELP}") from e
-
-    def raw(self, source: Source) -> dict[str, dict[str, Any]]:
-        """Parse the metadata and re-key it by the source's item ids when ``item_map`` is given."""
-        by_asin = parse_amazon_metadata(self._file(), self.category)
-        if self.item_map is None:
-            return by_asin
-        mapping = {}
-        text = _read_text(_require_file(self.item_map, "AmazonMetadata item_map", "Pass a TSV of item id<TAB>asin."))
-        for n, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                fields = line.split("\t")
-                if len(fields) != 2:
-                    raise ValueError(f"{self.item_map}, line {n}: expected 'item id<TAB>asin', found {line[:200]!r}")
-                mapping[fields[0].strip()] = fields[1].strip()
-        return {name: {item: values[asin] for item, asin in mapping.items() if asin in values}
-                for name, values in by_asin.items()}
-
-    def fingerprint(self, source: Source) -> str:
-        """sha256 of the metadata (and of the id map)."""
-        digest = sha256_of(self._file())
-        return digest if self.item_map is None else f"{digest}+{sha256_of(self.item_map)}"

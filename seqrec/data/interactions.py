@@ -1,8 +1,14 @@
-"""The interactions table every source produces: parallel numpy columns, one row per event."""
+"""The interactions table (parallel numpy columns, one row per event) and the ``Source`` contract that produces it.
+
+Implementations of ``Source`` live in ``seqrec.data.sources``; data-level modules depend on this contract
+only, never on a source module.
+"""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -48,3 +54,34 @@ class Interactions:
             ratings=None if self.ratings is None else self.ratings[index],
             item_features=self.item_features,
         )
+
+
+class Source(ABC):
+    """A dataset family: finds or downloads its raw files and parses them into ``Interactions``.
+
+    ``prepare()`` does the I/O that must happen once (download + checksum into the cache);
+    ``load()`` parses the prepared files. ``fingerprint()`` is a short string that changes
+    whenever what ``load()`` returns could change (file checksums, variant name); the
+    preprocessing cache key includes it. ``item_feature_kinds`` names the item features ``load()``
+    fills in ``Interactions.item_features`` and their default kinds (``token``, ``token_seq`` or
+    ``float``; see ``seqrec.data.features``); empty when the source has none.
+    """
+
+    name: str
+    item_feature_kinds: ClassVar[dict[str, str]] = {}
+
+    @abstractmethod
+    def prepare(self) -> None:
+        """Download (or locate) and verify the raw files; idempotent."""
+
+    @abstractmethod
+    def load(self) -> Interactions:
+        """Parse the prepared raw files into an interactions table."""
+
+    @abstractmethod
+    def fingerprint(self) -> str:
+        """Identity of the raw data for cache keys (name, variant and checksums)."""
+
+    def describe(self) -> str:
+        """One line for logs."""
+        return self.name

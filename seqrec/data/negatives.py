@@ -1,22 +1,37 @@
-"""Negative samplers: uniform or popularity-proportional, excluding a user's items; frozen evaluation candidates."""
+"""Negative sampling: items a user never touched, uniform or ∝ popularity, and the frozen evaluation candidates.
+
+One contract for every caller, ``sample_unseen(sequences, users, num, rng, probabilities, order)``: a
+(Q, num) array with, for each query user, ``num`` distinct items drawn from ``probabilities`` (uniform
+over 1..N when None), none of them in that user's **whole** sequence (history, validation and test items
+alike, as SASRec, RecBole and MLP4Rec exclude them). Two draw orders consume the random stream
+differently; both are kept so that every array drawn so far (cached candidates, reported metrics) stays
+bit-identical for the same seed:
+
+- ``"batched"`` (the DIN-style CTR negatives of ``ctr_samples.din_samples``): draw every cell at once,
+  then redraw only the rejected cells (an item of the user, or a repeat of an earlier column of the row)
+  until none is left;
+- ``"per_user"`` (the frozen evaluation candidates of ``frozen_negatives``): user by user, blocks of
+  2·num draws, keeping the first distinct unseen items in draw order.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from seqrec.data.sequences import Sequences
+from seqrec.data.array_cache import load_arrays, save_arrays
+from seqrec.data.sequences import Sequences, user_of_offsets
 from seqrec.data.splits import EvalExamples
 
 log = logging.getLogger(__name__)
 
 Sampler = Literal["uniform", "popularity"]
+DrawOrder = Literal["batched", "per_user"]
 
 
 def item_distribution(sequences: Sequences, sampler: Sampler, counts: np.ndarray | None = None) -> np.ndarray:
@@ -34,39 +49,124 @@ def item_distribution(sequences: Sequences, sampler: Sampler, counts: np.ndarray
     return weights / weights.sum()
 
 
-def sample_negatives(
-    sequences: Sequences,
-    examples: EvalExamples,
-    num_negatives: int,
-    probabilities: np.ndarray,
-    seed: int,
-) -> np.ndarray:
-    """(Q, num_negatives) distinct items per query, drawn from ``probabilities``, none in the user's sequence.
+def _seen_keys(sequences: Sequences) -> np.ndarray:
+    """Sorted distinct keys ``user · (N + 1) + item`` of every event (the (user, item) pairs to exclude)."""
+    keys = np.sort(user_of_offsets(sequences) * (sequences.num_items + 1) + sequences.items)
+    return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
 
-    The user's *whole* sequence is excluded (history, validation and test items alike), as SASRec,
-    RecBole and MLP4Rec do. Raises ValueError when a user has fewer eligible items than requested.
+
+def _check_enough_unseen(
+    sequences: Sequences, keys: np.ndarray, users: np.ndarray, num: int, probabilities: np.ndarray | None
+) -> None:
+    """ValueError naming the first query user with fewer than ``num`` samplable items it never touched."""
+    stride = sequences.num_items + 1
+    key_users, key_items = keys // stride, keys % stride
+    if probabilities is None:
+        support, samplable = sequences.num_items, np.ones(len(keys), dtype=bool)
+    else:
+        support, samplable = int(np.count_nonzero(probabilities)), probabilities[key_items] > 0
+    eligible = support - np.bincount(key_users[samplable], minlength=sequences.num_users)  # (U,)
+    short = np.flatnonzero(eligible[users] < num)
+    if len(short):
+        user = int(users[short[0]])
+        raise ValueError(
+            f"user row {user} has only {int(eligible[user])} samplable items it never touched, fewer than the "
+            f"{num} negatives requested: lower the number of negatives (eval_negatives / train_negatives)"
+        )
+
+
+def sample_unseen(
+    sequences: Sequences,
+    users: np.ndarray,
+    num: int,
+    rng: np.random.Generator,
+    probabilities: np.ndarray | None = None,
+    order: DrawOrder = "batched",
+) -> np.ndarray:
+    """(Q, num) items per query user ``users[q]``, distinct within a row, none in that user's whole sequence.
+
+    ``probabilities`` (N + 1,) with a zero at 0 (``item_distribution``); None draws uniformly from 1..N.
+    ``order`` picks how the stream of ``rng`` is consumed (module docstring); ValueError when a user has
+    fewer than ``num`` samplable items left.
     """
-    rng = np.random.default_rng(seed)
-    out = np.empty((len(examples), num_negatives), dtype=np.int64)
-    support = int(np.count_nonzero(probabilities))
-    for j, user in enumerate(examples.user):
-        seen = np.unique(sequences.sequence(int(user)))
-        eligible = support - int(np.count_nonzero(probabilities[seen]))
-        if eligible < num_negatives:
-            raise ValueError(
-                f"user row {user} has only {eligible} items left to sample from but {num_negatives} "
-                "negatives were requested: lower eval_negatives"
-            )
+    n_items = sequences.num_items
+    users = np.asarray(users, dtype=np.int64)
+    if probabilities is not None and len(probabilities) != n_items + 1:
+        raise ValueError(f"probabilities must have num_items + 1 = {n_items + 1} entries, got {len(probabilities)}")
+    if order not in ("batched", "per_user"):
+        raise ValueError(f"order must be 'batched' or 'per_user', got {order!r}")
+    stride = n_items + 1
+    keys = _seen_keys(sequences)
+    _check_enough_unseen(sequences, keys, users, num, probabilities)
+
+    def draw(size: int) -> np.ndarray:
+        """(size,) items from 1..N: ``rng.integers`` when uniform (None), else ``rng.choice`` with ``probabilities``."""
+        if probabilities is None:
+            return rng.integers(1, n_items + 1, size=size)
+        return rng.choice(n_items + 1, size=size, p=probabilities)
+
+    def seen(candidates: np.ndarray) -> np.ndarray:
+        """True where a ``user · stride + item`` candidate key is an event of that user."""
+        if not len(keys):
+            return np.zeros(candidates.shape, dtype=bool)
+        return keys[np.minimum(np.searchsorted(keys, candidates), len(keys) - 1)] == candidates
+
+    if order == "per_user":
+        return _per_user(users, num, stride, draw, seen)
+    return _batched(users, num, stride, draw, seen)
+
+
+def _per_user(
+    users: np.ndarray,
+    num: int,
+    stride: int,
+    draw: Callable[[int], np.ndarray],
+    seen: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """Users in order; blocks of 2·num draws, unseen ones kept, first occurrences in draw order."""
+    out = np.empty((len(users), num), dtype=np.int64)
+    for j, user in enumerate(users):
         chosen: np.ndarray = np.empty(0, dtype=np.int64)
-        while len(chosen) < num_negatives:
-            draw = rng.choice(len(probabilities), size=2 * num_negatives, p=probabilities)
-            draw = draw[~np.isin(draw, seen)]
-            # keep first occurrences only, preserving draw order (sampling without replacement)
-            merged = np.concatenate([chosen, draw])
+        while len(chosen) < num:
+            block = draw(2 * num)
+            block = block[~seen(user * stride + block)]
+            merged = np.concatenate([chosen, block])
             _, first = np.unique(merged, return_index=True)
-            chosen = merged[np.sort(first)]
-        out[j] = chosen[:num_negatives]
+            chosen = merged[np.sort(first)]  # sampling without replacement, draw order kept
+        out[j] = chosen[:num]
     return out
+
+
+def _batched(
+    users: np.ndarray,
+    num: int,
+    stride: int,
+    draw: Callable[[int], np.ndarray],
+    seen: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """Every cell drawn at once; only the rejected cells are redrawn, until none is left."""
+
+    def rejected(block: np.ndarray, block_users: np.ndarray) -> np.ndarray:
+        """(R, num) True where an item was touched by its user or repeats an earlier column of its row."""
+        bad = seen(block_users[:, None] * stride + block)
+        for j in range(1, num):
+            bad[:, j] |= (block[:, j : j + 1] == block[:, :j]).any(axis=1)
+        return bad
+
+    out = draw(len(users) * num).reshape(len(users), num)
+    bad = rejected(out, users)
+    rows = np.flatnonzero(bad.any(axis=1))  # only rows with a rejected cell are redrawn and checked again
+    bad = bad[rows]
+    for _ in range(10_000):
+        if not len(rows):
+            return out
+        block = out[rows]
+        block[bad] = draw(int(bad.sum()))
+        out[rows] = block
+        bad = rejected(block, users[rows])
+        again = bad.any(axis=1)
+        rows, bad = rows[again], bad[again]
+    raise RuntimeError("negative sampling did not converge: too few unseen items per user")
 
 
 def frozen_negatives(
@@ -79,9 +179,11 @@ def frozen_negatives(
     tag: str,
     counts: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Evaluation candidates drawn once, seeded, stored under ``cache_dir`` and reused by every run and rank.
+    """(Q, num_negatives) evaluation candidates drawn once, seeded, stored under ``cache_dir`` and reused.
 
-    The file name hashes (tag, sampler, count, seed, the queries) so a change to any of them draws anew.
+    The entry (an ``array_cache`` directory ``negatives-<key>``) is keyed by a hash of (tag, sampler,
+    count, seed, the queries, the sampling distribution), so a change to any of them draws anew; a corrupt
+    entry is reported and drawn again (identically: same seed). Draw order ``"per_user"``.
     """
     probabilities = item_distribution(sequences, sampler, counts)
     digest = hashlib.sha256()
@@ -90,20 +192,19 @@ def frozen_negatives(
     digest.update(examples.user.tobytes())
     digest.update(examples.target.tobytes())
     digest.update(probabilities.tobytes())
-    path = None if cache_dir is None else Path(cache_dir) / f"negatives-{digest.hexdigest()[:20]}.npy"
-    if path is not None and path.exists():
+    directory = None if cache_dir is None else Path(cache_dir) / f"negatives-{digest.hexdigest()[:20]}"
+    if directory is not None and directory.exists():
         try:
-            negatives = np.load(path, allow_pickle=False)
+            arrays, _ = load_arrays(directory)
+            negatives = arrays["negatives"]
             if negatives.shape == (len(examples), num_negatives):
                 return negatives
-        except (ValueError, OSError):
-            pass
-        log.warning("negative cache %s is unreadable or has the wrong shape: drawing again", path)
-    negatives = sample_negatives(sequences, examples, num_negatives, probabilities, seed)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".negatives-", suffix=".npy", dir=path.parent)
-        with os.fdopen(fd, "wb") as handle:
-            np.save(handle, negatives, allow_pickle=False)
-        os.replace(tmp, path)
+            log.warning("negative cache %s has shape %s, expected %s: drawing again", directory, negatives.shape,
+                        (len(examples), num_negatives))
+        except (ValueError, KeyError) as error:
+            log.warning("negative cache %s is unreadable (%s): drawing again", directory, error)
+    rng = np.random.default_rng(seed)
+    negatives = sample_unseen(sequences, examples.user, num_negatives, rng, probabilities, order="per_user")
+    if directory is not None:
+        save_arrays(directory, {"negatives": negatives}, {"tag": tag, "sampler": sampler, "seed": seed})
     return negatives

@@ -12,9 +12,9 @@ from typing import Literal
 
 import numpy as np
 
-from seqrec.data.interactions import Interactions
+from seqrec.data.array_cache import resolve_cache_dir
+from seqrec.data.interactions import Interactions, Source
 from seqrec.data.sequences import Sequences
-from seqrec.data.sources.base import Source, resolve_cache_dir
 
 log = logging.getLogger(__name__)
 

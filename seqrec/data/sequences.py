@@ -93,3 +93,8 @@ class Sequences:
         sequences = cls(**{name: arrays[name] for name in _ARRAYS})
         sequences.validate()
         return sequences
+
+
+def user_of_offsets(sequences: Sequences) -> np.ndarray:
+    """(nnz,) int64 user row of every event offset."""
+    return np.repeat(np.arange(sequences.num_users, dtype=np.int64), sequences.lengths())

@@ -43,7 +43,7 @@ from typing import Literal
 
 import numpy as np
 
-from seqrec.data.sequences import Sequences
+from seqrec.data.sequences import Sequences, user_of_offsets
 from seqrec.data.splits import EvalExamples, Split
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class TimeCutSplit(Split):
 
 def _check_time_order(sequences: Sequences) -> np.ndarray:
     """(nnz,) user row of every event; ValueError when some user's times decrease."""
-    users = np.repeat(np.arange(sequences.num_users), sequences.lengths())
+    users = user_of_offsets(sequences)
     times = sequences.times
     same_user = users[1:] == users[:-1]
     if np.any(same_user & (times[1:] < times[:-1])):

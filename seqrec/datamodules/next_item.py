@@ -8,12 +8,13 @@ from typing import Literal
 import lightning as L
 import numpy as np
 
+from seqrec.data.array_cache import resolve_cache_dir
 from seqrec.data.examples import EvalQueries, TrainExamples, training_spans
 from seqrec.data.features import ItemFeatures, ItemFeatureSource, load_item_features
+from seqrec.data.interactions import Source
 from seqrec.data.negatives import Sampler, frozen_negatives
 from seqrec.data.preprocess import NO_FILTERS, Preprocessing, load_sequences
 from seqrec.data.sequences import Sequences
-from seqrec.data.sources.base import Source, resolve_cache_dir
 from seqrec.data.splits import Split, leave_last_out
 from seqrec.data.temporal import TemporalSplit, TimeCutSplit, describe_split
 from seqrec.datamodules.loaders import SplitLoaders

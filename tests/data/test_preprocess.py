@@ -1,8 +1,11 @@
+import logging
+
 import numpy as np
 import pytest
 
 from seqrec.data.interactions import Interactions
-from seqrec.data.preprocess import Preprocessing, kcore_mask, preprocess
+from seqrec.data.preprocess import Preprocessing, kcore_mask, load_sequences, preprocess
+from seqrec.data.sources.movielens import MovieLens100K
 
 
 def table(rows, ratings=None):
@@ -53,3 +56,25 @@ def test_empty_result_is_a_clear_error():
 def test_preprocessing_key_changes_with_options():
     assert Preprocessing().key() != Preprocessing(min_rating=4).key()
     assert Preprocessing().key() == Preprocessing().key()
+
+
+def test_cache_is_reused_and_a_corrupt_entry_rebuilt(ml100k_root, isolated_cache, caplog):
+    source = MovieLens100K(root=str(ml100k_root))
+    options = Preprocessing(min_user_interactions=5, min_item_interactions=5)
+    first = load_sequences(source, options, None)
+    [entry] = (isolated_cache / "sequences").iterdir()
+    # second call: served from the cache, the source is never parsed again
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(MovieLens100K, "load", lambda self: pytest.fail("cache not used"))
+        again = load_sequences(source, options, None)
+    assert np.array_equal(first.items, again.items)
+    # corrupt one array: detected, reported, rebuilt identically
+    path = entry / "items.npy"
+    path.write_bytes(path.read_bytes()[:-8])
+    with caplog.at_level(logging.WARNING):
+        rebuilt = load_sequences(MovieLens100K(root=str(ml100k_root)), options, None)
+    assert "does not match its manifest" in caplog.text
+    assert np.array_equal(first.items, rebuilt.items)
+    # a different option set is a different cache entry
+    load_sequences(source, Preprocessing(), None)
+    assert len(list((isolated_cache / "sequences").iterdir())) == 2

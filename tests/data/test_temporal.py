@@ -1,15 +1,13 @@
 """The global temporal split: nothing at or after the cut reaches training; queries see only their past."""
 
-from pathlib import Path
+import dataclasses
 
 import numpy as np
 import pytest
 
-from seqrec.data.examples import EvalQueries, TrainExamples, training_spans
+from seqrec.data.examples import EvalQueries
 from seqrec.data.sequences import Sequences
-from seqrec.data.sources.movielens import MovieLens100K
-from seqrec.data.temporal import TemporalSplit, temporal_split
-from seqrec.datamodules.next_item import NextItemDataModule
+from seqrec.data.temporal import TemporalSplit, describe_split, temporal_split
 
 DAY = 86400.0
 
@@ -101,105 +99,15 @@ def test_drop_unseen_targets_and_clear_errors():
         temporal_split(unsorted, test_days=1, valid_days=0.5)
 
 
-def write_leak_fixture(root: Path, users: int = 40, seed: int = 0) -> tuple[Path, float]:
-    """ML-100k ``u.data`` where every event at or after the validation cut rates a "future" movie (ids 101..140).
-
-    Returns the folder and the cut time. Some events sit exactly on the cut.
-    """
-    rng = np.random.default_rng(seed)
-    end = 900_000_000.0
-    valid_cut = end - 5 * DAY  # test_days=2 + valid_days=3
-    lines = []
-    for user in range(1, users + 1):
-        past = np.sort(rng.uniform(end - 40 * DAY, valid_cut, 25))
-        future = np.sort(rng.uniform(valid_cut, end, 6))
-        if user % 5 == 0:
-            future[0] = valid_cut  # exactly on the cut: must count as after it
-        items_past = rng.permutation(100)[:25] + 1
-        items_future = rng.permutation(40)[:6] + 101
-        for t, i in zip(past, items_past):
-            lines.append(f"{user}\t{i}\t4\t{int(t)}")
-        for t, i in zip(future, items_future):
-            lines.append(f"{user}\t{i}\t4\t{int(t)}")
-    lines.append(f"1\t140\t4\t{int(end)}")  # the log's last event fixes max(time)
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "u.data").write_text("\n".join(lines) + "\n")
-    items = [f"{i}|Movie {i} (1995)|01-Jan-1995||http://x/{i}|" + "|".join(["0"] * 19) for i in range(1, 141)]
-    (root / "u.item").write_bytes(("\n".join(items) + "\n").encode("latin-1"))
-    return root, valid_cut
-
-
-@pytest.mark.parametrize("train_mode", ["windows", "prefix"])
-def test_no_training_tensor_ever_holds_an_event_at_or_after_the_cut(tmp_path, train_mode):
-    root, valid_cut = write_leak_fixture(tmp_path / "ml")
-    data = NextItemDataModule(
-        MovieLens100K(root=str(root)), max_len=8, split="temporal",
-        temporal=TemporalSplit(test_days=2, valid_days=3), train_mode=train_mode, batch_size=16,
-    )
-    data.setup()
-    raw = data.sequences.item_ids.astype(object)
-    future = {i for i in range(1, len(raw)) if int(raw[i]) > 100}
-    assert len(future) == 40
-    seen = set()
-    for batch in data.train_dataloader():
-        for key in ("items", "labels"):
-            seen |= set(batch[key].unique().tolist())
-    assert seen & future == set()
-    assert len(seen - {0}) == 100  # every past movie is used
-    # and the evaluation targets are exactly the future events, each query's history ends before it
-    split = data.split
-    assert split.valid_cut == valid_cut
-    targets = set(split.valid.target.tolist()) | set(split.test.target.tolist())
-    assert targets <= future
-    for examples in (split.valid, split.test):
-        times = data.sequences.times
-        assert np.all(times[examples.stop - 1] < times[examples.stop])
-    start, stop = training_spans(split, 8, train_mode, 8)
-    assert np.all(data.sequences.times[stop - 1] < valid_cut)
-    assert len(TrainExamples(data.sequences.items, start, stop, 8, train_mode)) == len(data.datasets["train"])
-
-
-def test_leave_last_out_stays_the_default():
-    assert NextItemDataModule.__init__.__defaults__ is not None
-    data = NextItemDataModule(MovieLens100K(root="/nonexistent"))
-    assert data.split_kind == "leave_last_out"
-    with pytest.raises(ValueError, match="split must be"):
-        NextItemDataModule(MovieLens100K(root="/nonexistent"), split="random")  # type: ignore[arg-type]
-
-
-def write_ratings_dat(root: Path, users: int = 50, num_items: int = 60, length: int = 40, seed: int = 0) -> Path:
-    """GroupLens ML-1M ``ratings.dat`` / ``movies.dat`` (``::``-separated) where users walk a ring of movies."""
-    rng = np.random.default_rng(seed)
-    root.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for user in range(1, users + 1):
-        item, t = int(rng.integers(num_items)), 970_000_000 + int(rng.integers(20 * DAY))
-        for _ in range(length):
-            t += int(rng.integers(1, DAY // 2))
-            lines.append(f"{user}::{item + 1}::{int(rng.integers(1, 6))}::{t}")
-            item = (item + 1) % num_items if rng.random() < 0.9 else int(rng.integers(num_items))
-    (root / "ratings.dat").write_text("\n".join(lines) + "\n")
-    movies = [f"{i}::Movie {i} (1999)::Drama|Comedy" for i in range(1, num_items + 1)]
-    (root / "movies.dat").write_bytes(("\n".join(movies) + "\n").encode("latin-1"))
-    return root
-
-
-def test_shipped_ml1m_config_runs_end_to_end_on_a_ratings_dat_fixture(tmp_path):
-    from seqrec.fit import main
-
-    root = write_ratings_dat(tmp_path / "ml-1m")
-    results = main([
-        "--config", "evornn_ml1m.yaml",
-        "--data.init_args.source.init_args.root", str(root),
-        "--data.init_args.max_len", "10",
-        "--data.init_args.temporal.test_days", "4", "--data.init_args.temporal.valid_days", "2",
-        "--model.init_args.model.init_args.d_model", "16", "--model.init_args.model.init_args.hidden_sizes", "[16]",
-        "--model.init_args.lr", "0.01",
-        "--trainer.max_epochs", "4", "--trainer.enable_progress_bar", "false",
-        "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"), "--trainer.default_root_dir", str(tmp_path / "runs"),
-        "--macs.backend", "flop_counter", "--threads", "1",
-    ])
-    # the users mostly step to the next movie: the recurrent model must rank it near the top (60 movies, at most
-    # 10 masked as history: the popularity baseline scores MAP@20 0.08 on this fixture, this run 0.37)
-    assert results["test/map@20"] > 0.3 and results["test/hr@10"] > 0.6
-    assert results["cost/macs_hand_per_sequence"] == results["cost/macs_per_sequence"]
+def test_default_options_give_a_valid_split_and_cannot_be_mutated():
+    options = TemporalSplit()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.test_days = 5.0  # type: ignore[misc]  # frozen: a shared default cannot change under anyone
+    seqs = random_sequences(seed=2)
+    split = options.apply(seqs)
+    assert (split.test_cut, split.valid_cut) == (seqs.times.max() - 2 * DAY, seqs.times.max() - 4 * DAY)
+    np.testing.assert_array_equal(split.train_mask(), seqs.times < split.valid_cut)  # all of the past, nothing after
+    assert len(split.test) > 0 and np.all(seqs.times[split.test.stop] >= split.test_cut)
+    assert np.all(seqs.times[split.test.stop - 1] < seqs.times[split.test.stop])  # history strictly earlier
+    assert options.key() == TemporalSplit().key() != TemporalSplit(test_days=3).key()
+    assert "temporal split: train [-inf," in describe_split(split)

@@ -1,26 +1,21 @@
-"""DIN-style CTR samples: negatives never touched by the user, histories before the target, windows, caches."""
+"""CTR datamodules: DIN-style samples from a next-item source (negatives never touched by the user, histories
+before the target, windows, caches) and rows of a CTR row source (clean vs bars_compatible validation)."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-from seqrec.data.ctr_rows import CTRRows, clean_validation
-from seqrec.data.ctr_samples import sample_unseen, user_of_offsets
 from seqrec.data.preprocess import Preprocessing
-from seqrec.data.sequences import Sequences
+from seqrec.data.sequences import user_of_offsets
+from seqrec.data.sources.bars import BARS
 from seqrec.data.sources.movielens import MovieLens100K
 from seqrec.data.sources.sasrec_text import SASRecText
-from seqrec.datamodules.ctr import CTRDataModule
-
-
-def tiny_sequences() -> Sequences:
-    lengths = [5, 2, 7]
-    items = np.array([1, 2, 3, 4, 5, 6, 7, 2, 4, 6, 8, 9, 1, 3], dtype=np.int64)
-    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    return Sequences(indptr, items, np.arange(len(items), dtype=np.float64), np.array(["a", "b", "c"]),
-                     np.array([""] + [str(i) for i in range(1, 11)]))
+from seqrec.datamodules.ctr import CTRDataModule, CTRRowsDataModule
+from tests.data.sources.test_bars import MICRO_TEST, MICRO_TRAIN, write
 
 
 def make(ml100k_root, **kwargs) -> CTRDataModule:
@@ -28,18 +23,6 @@ def make(ml100k_root, **kwargs) -> CTRDataModule:
     data.prepare_data()
     data.setup("fit")
     return data
-
-
-def test_sample_unseen_excludes_whole_sequence_and_repeats():
-    seq = tiny_sequences()
-    rng = np.random.default_rng(0)
-    users = np.repeat(np.arange(3), 200)
-    out = sample_unseen(seq, users, 3, rng)
-    for row, user in zip(out, users):
-        assert not set(row) & set(seq.sequence(int(user)).tolist())
-        assert len(set(row)) == 3 and row.min() >= 1 and row.max() <= 10
-    with pytest.raises(ValueError, match="fewer than"):
-        sample_unseen(seq, np.array([2]), 4, rng)  # user 2 touched 7 of 10 items
 
 
 def test_negatives_never_in_user_history_and_samples_are_din_style(ml100k_root):
@@ -112,17 +95,6 @@ def test_user_subset_and_recent_events(ml100k_root):
     assert counts.max() <= 3
 
 
-def test_clean_validation_takes_each_users_time_tail():
-    rows = CTRRows(
-        user=np.array([0, 0, 0, 0, 1, 1, 2]), target=np.arange(1, 8), label=np.zeros(7, dtype=np.float32),
-        hist_indptr=np.zeros(8, dtype=np.int64), hist_items=np.zeros(0, dtype=np.int64),
-        time=np.array([3.0, 1.0, 4.0, 2.0, 5.0, 6.0, 7.0]),
-    )
-    held = clean_validation(rows, 0.5, "user_tail")
-    assert held.tolist() == [True, False, True, False, False, True, False]
-    assert clean_validation(rows, 0.3, "global_tail").tolist() == [False] * 4 + [True, True, True]
-
-
 def test_batches_collate(ml100k_root):
     data = make(ml100k_root, max_len=7, batch_size=4, train_mode="windows")
     batch = next(iter(data.train_dataloader()))
@@ -144,12 +116,94 @@ def test_real_ml1m_long_histories(shared_data):
     assert (history > 0).all()  # the longest user fills all 200 slots
 
 
-def test_target_windows_cover_every_event_once():
-    from seqrec.data.ctr_samples import target_windows
+# --- CTR rows (BARS) --------------------------------------------------------------------------------
 
-    start, stop = np.array([0, 10, 30, 31]), np.array([10, 30, 31, 33])
-    begins, ends = target_windows(start, stop, max_len=4, step=4)
-    assert ((ends - begins) <= 5).all() and ((ends - begins) >= 2).all()
-    targets = np.concatenate([np.arange(b + 1, e) for b, e in zip(begins, ends)])
-    expected = np.concatenate([np.arange(s + 1, e) for s, e in zip(start, stop)])
-    assert sorted(targets.tolist()) == sorted(expected.tolist())  # each non-first event exactly once
+
+def test_microvideo_clean_and_bars_compatible_modes(tmp_path):
+    files = write(tmp_path / "mv", train=MICRO_TRAIN, test=MICRO_TEST)
+    clean = CTRRowsDataModule(BARS("MicroVideo1.7M_x1", files=files), max_len=3, valid_fraction=0.3)
+    clean.setup("fit")
+    valid = clean.datasets["valid"].rows
+    # user u1's newest train row by timestamp (1500) and u2's (1800) are held out
+    assert sorted(valid.time.tolist()) == [1500.0, 1800.0]
+    assert len(clean.datasets["train"]) == 3
+    sample = clean.datasets["test"][0]
+    assert sample["history"].shape == (3,) and int(sample["labels"][0]) == 1
+    compat = CTRRowsDataModule(BARS("MicroVideo1.7M_x1", files=files), max_len=3, bars_mode="bars_compatible")
+    compat.setup("fit")
+    assert len(compat.datasets["train"]) == 5
+    assert compat.datasets["valid"].rows is compat.datasets["test"].rows
+    assert compat.num_items == clean.num_items
+
+
+def test_each_datamodule_takes_only_its_kind_of_source(tmp_path, ml100k_root):
+    files = write(tmp_path / "mv", train=MICRO_TRAIN, test=MICRO_TEST)
+    with pytest.raises(TypeError, match="use seqrec.datamodules.ctr.CTRRowsDataModule"):
+        CTRDataModule(BARS("MicroVideo1.7M_x1", files=files))
+    with pytest.raises(TypeError, match="use seqrec.datamodules.ctr.CTRDataModule"):
+        CTRRowsDataModule(MovieLens100K(root=str(ml100k_root)))  # type: ignore[arg-type]
+
+
+def test_real_fuxictr_taobao_rows_keep_their_validation_file(shared_data):
+    folder = shared_data / "ctr_samples"
+    files = {s: str(folder / f"fuxictr_taobao_{s}_sample.csv") for s in ("train", "valid", "test")}
+    data = CTRRowsDataModule(BARS("TaobaoAd_x1", files=files), max_len=5)
+    data.setup("fit")
+    assert len(data.datasets["valid"]) == 100  # the format's own valid file is used
+    batch = next(iter(data.val_dataloader()))
+    assert batch["history"].shape[1] == 5 and batch["targets"].shape[1] == 1
+
+
+# --- length-bucketed training batches under a token budget -------------------------------------------
+
+
+def test_train_batch_tokens_buckets_by_length_under_the_budget(ml100k_root):
+    from lightning.fabric.utilities.data import _set_sampler_epoch
+
+    data = make(ml100k_root, max_len=12, batch_size=6, train_mode="windows", recent_train_events=20, train_batch_tokens=40)
+    loader = data.train_dataloader()
+    sampler = loader.batch_sampler
+    lengths = data.train_lengths()
+    ds = data.datasets["train"]
+    assert (lengths == ds.span_stop - ds.span_start).all() and len(np.unique(lengths)) > 1
+    torch.manual_seed(0)
+    np.random.seed(0)
+    first = list(sampler)
+    # every window exactly once; at most batch_size windows and (longest × size) <= the budget per batch
+    assert sorted(i for b in first for i in b) == list(range(len(ds)))
+    assert len(first) == len(sampler) == len(loader)
+    for b in first:
+        assert 1 <= len(b) <= 6 and (len(b) == 1 or lengths[b].max() * len(b) <= 40)
+    # batches are cut from the length-sorted order: their length ranges do not overlap
+    ranges = sorted((lengths[b].min(), lengths[b].max()) for b in first)
+    assert all(hi <= lo for (_, hi), (lo, _) in zip(ranges, ranges[1:]))
+    # seeded by (seed, epoch), not by the global RNG; a new order every epoch, the same number of batches
+    torch.manual_seed(1)
+    np.random.seed(1)
+    assert list(make(ml100k_root, max_len=12, batch_size=6, train_mode="windows", recent_train_events=20,
+                     train_batch_tokens=40).train_dataloader().batch_sampler) == first
+    _set_sampler_epoch(loader, 1)  # what Lightning calls at the start of every epoch
+    assert sampler.epoch == 1
+    second = list(sampler)
+    assert second != first and len(second) == len(first)
+    sampler.set_epoch(0)
+    assert list(sampler) == first
+    batch = next(iter(loader))
+    assert batch["items"].shape == (len(first[0]), 12) and batch["targets"].shape == (len(first[0]), 12, 2)
+
+
+def test_train_batch_tokens_in_samples_mode_and_off_by_default(ml100k_root):
+    data = make(ml100k_root, max_len=5, batch_size=8, train_batch_tokens=12)
+    ds = data.datasets["train"]
+    lengths = data.train_lengths()
+    assert (lengths == np.minimum(ds.offsets - ds.user_start, 5) + 1).all()
+    batches = list(data.train_dataloader().batch_sampler)
+    assert all(lengths[b].max() * len(b) <= 12 for b in batches)  # full histories (6 events): 2 per batch
+    assert max(len(b) for b in batches) > 2  # short histories share larger batches
+    plain = make(ml100k_root, max_len=5, batch_size=8).train_dataloader()
+    assert plain.batch_size == 8 and type(plain.batch_sampler).__name__ == "BatchSampler"
+    with pytest.raises(ValueError, match="train_batch_tokens must be >= 1"):
+        CTRDataModule(MovieLens100K(root=str(ml100k_root)), train_batch_tokens=0)
+    data.trainer = SimpleNamespace(world_size=2)  # the token budget batches in one process: said at once
+    with pytest.raises(ValueError, match="one process"):
+        data.train_dataloader()

@@ -13,7 +13,7 @@ them). Columns used here (from the FuxiCTR dataset configs of the BARS benchmark
 
 The backbones here use item ids only, so category and multimodal columns are parsed away. Where a format
 has no time column, a row's position in its file orders it. None of these sets has a validation file:
-``CTRDataModule(bars_mode=...)`` decides (a clean time-ordered tail of train, or BARS' test-as-validation).
+``CTRRowsDataModule(bars_mode=...)`` decides (a clean time-ordered tail of train, or BARS' test-as-validation).
 
 Vocabulary (FuxiCTR's rule): item ids seen in **train** (as target or in a history) at least
 ``min_item_count`` times get ids 1..K in first-seen order; everything else, including items that only
@@ -37,10 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from seqrec.data.array_cache import load_arrays, save_arrays
+from seqrec.data.array_cache import load_arrays, resolve_cache_dir, save_arrays
 from seqrec.data.ctr_rows import CTRRows, CTRRowSource
 from seqrec.data.download import DownloadError, fetch, md5_of, sha256_of
-from seqrec.data.sources.base import resolve_cache_dir
 
 log = logging.getLogger(__name__)
 

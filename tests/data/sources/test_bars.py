@@ -1,4 +1,4 @@
-"""BARS/FuxiCTR csv fixtures in the real formats parse; clean vs bars_compatible validation; real samples."""
+"""BARS/FuxiCTR csv fixtures in the real formats parse; wrong columns are named; real samples; DIN text."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from seqrec.data.sources.bars import BARS, DINText
-from seqrec.datamodules.ctr import CTRDataModule
 
 AMAZON_TRAIN = """label,user_id,item_id,cate_id,item_history,cate_history
 1,7,A11,c1,A1^A2^A3,c1^c1^c2
@@ -64,23 +63,6 @@ def test_amazon_electronics_fixture_parses(tmp_path):
     assert np.array_equal(again["test"].hist_items, test.hist_items)
 
 
-def test_microvideo_clean_and_bars_compatible_modes(tmp_path):
-    files = write(tmp_path / "mv", train=MICRO_TRAIN, test=MICRO_TEST)
-    clean = CTRDataModule(BARS("MicroVideo1.7M_x1", files=files), max_len=3, valid_fraction=0.3)
-    clean.setup("fit")
-    valid = clean.datasets["valid"].rows
-    # user u1's newest train row by timestamp (1500) and u2's (1800) are held out
-    assert sorted(valid.time.tolist()) == [1500.0, 1800.0]
-    assert len(clean.datasets["train"]) == 3
-    sample = clean.datasets["test"][0]
-    assert sample["history"].shape == (3,) and int(sample["labels"][0]) == 1
-    compat = CTRDataModule(BARS("MicroVideo1.7M_x1", files=files), max_len=3, bars_mode="bars_compatible")
-    compat.setup("fit")
-    assert len(compat.datasets["train"]) == 5
-    assert compat.datasets["valid"].rows is compat.datasets["test"].rows
-    assert compat.num_items == clean.num_items
-
-
 def test_wrong_columns_are_named(tmp_path):
     write(tmp_path / "kv", train=AMAZON_TRAIN, test=AMAZON_TEST)
     with pytest.raises(ValueError, match="is_click"):
@@ -108,9 +90,6 @@ def test_real_fuxictr_taobao_samples(shared_data):
     history = train.hist_items[train.hist_indptr[8] : train.hist_indptr[9]]
     assert len(history) == 3 and history[0] == train.hist_items[train.hist_indptr[0]]  # 170301 first in row 1 too
     assert train.time[0] == train.time[1] and np.all(np.diff(train.time) >= 0)
-    data = CTRDataModule(source, max_len=5)
-    data.setup("fit")
-    assert len(data.datasets["valid"]) == 100  # the format's own valid file is used
 
 
 def test_real_din_text_sample(shared_data):

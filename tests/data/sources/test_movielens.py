@@ -1,17 +1,11 @@
-"""Dataset sources on small fixtures written here in the real raw formats; no network.
-
-Tests that read the project's shared data take its location from ``SEQREC_SHARED_DATA`` and skip when
-it is unset; the one real download runs only with ``SEQREC_TEST_NETWORK=1``.
-"""
+"""MovieLens-100k and -1M on small fixtures written here in the real raw formats: layouts, downloads, fallbacks."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import logging
 import os
-import socket
 import zipfile
 from pathlib import Path
 
@@ -21,44 +15,9 @@ import pytest
 from seqrec.data.download import DownloadError
 from seqrec.data.sources import movielens
 from seqrec.data.sources.movielens import MovieLens1M, MovieLens100K
-from seqrec.data.sources.sasrec_text import (
-    SASREC_DATASETS,
-    KnownText,
-    S3RecText,
-    SASRecText,
-    parse_int_columns,
-    positions_within_user,
-)
-from seqrec.data.sources.xlong import XLong
+from tests.data.sources.conftest import closed_port_url, sha256_hex
 
-
-@pytest.fixture(autouse=True)
-def _online(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SEQREC_OFFLINE", raising=False)
-    monkeypatch.delenv("SEQREC_CACHE", raising=False)
-
-
-@pytest.fixture
-def shared_data() -> Path:
-    """The shared real-data folder from ``SEQREC_SHARED_DATA``; skip when unset or missing."""
-    value = os.environ.get("SEQREC_SHARED_DATA")
-    if not value:
-        pytest.skip("set SEQREC_SHARED_DATA to the shared data folder (e.g. ../shared/data) to run this test")
-    path = Path(value).expanduser()
-    if not path.is_dir():
-        pytest.skip(f"SEQREC_SHARED_DATA={value} is not a directory")
-    return path
-
-
-def _closed_port_url(path: str) -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}{path}"
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+pytestmark = pytest.mark.usefixtures("online")
 
 
 # --- fixtures in the real formats --------------------------------------------------------------------
@@ -218,7 +177,7 @@ def test_ml100k_bad_recbole_header(tmp_path: Path) -> None:
 def test_ml100k_fingerprint_tracks_content(tmp_path: Path) -> None:
     root = write_grouplens_100k(tmp_path / "ml")
     first = MovieLens100K(root=str(root), cache_dir=str(tmp_path / "c")).fingerprint()
-    data_sha = _sha((root / "u.data").read_bytes())
+    data_sha = sha256_hex((root / "u.data").read_bytes())
     assert first.startswith("ml-100k:grouplens-100k:") and data_sha in first
     with open(root / "u.data", "a") as f:
         f.write("1\t2\t3\t4\n")
@@ -239,7 +198,7 @@ def test_ml100k_download_from_zip(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     data = _grouplens_zip(tmp_path / "ml-100k.zip", "ml-100k", {n: (src / n).read_bytes() for n in ("u.data", "u.item")})
     monkeypatch.setattr(MovieLens100K, "zip_url", (tmp_path / "ml-100k.zip").as_uri())
     monkeypatch.setattr(MovieLens100K, "zip_md5", hashlib.md5(data).hexdigest())
-    monkeypatch.setattr(MovieLens100K, "zip_sha256", _sha(data))
+    monkeypatch.setattr(MovieLens100K, "zip_sha256", sha256_hex(data))
     source = MovieLens100K(cache_dir=str(tmp_path / "cache"))
     check_events(source.load())
     assert source.provenance.startswith("GroupLens") and source.layout == "grouplens-100k"
@@ -270,8 +229,8 @@ def fake_recbole_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
         z.writestr("recbole/__init__.py", "")
         for name, data in files.items():
             z.writestr(movielens.RECBOLE_ML100K_DIR + name, data)
-    monkeypatch.setattr(movielens, "RECBOLE_ML100K_FILES", {n: _sha(d) for n, d in files.items()})
-    monkeypatch.setattr(MovieLens100K, "zip_url", _closed_port_url("/datasets/movielens/ml-100k.zip"))
+    monkeypatch.setattr(movielens, "RECBOLE_ML100K_FILES", {n: sha256_hex(d) for n, d in files.items()})
+    monkeypatch.setattr(MovieLens100K, "zip_url", closed_port_url("/datasets/movielens/ml-100k.zip"))
     calls: list[tuple] = []
 
     def fake_pip_download(requirement: str, dest_dir: Path, *, sha256: str | None = None) -> Path:
@@ -314,7 +273,7 @@ def test_ml100k_offline_without_fallback_names_url_and_fix(tmp_path: Path, fake_
 
 
 def test_ml100k_both_sources_failing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(MovieLens100K, "zip_url", _closed_port_url("/ml-100k.zip"))
+    monkeypatch.setattr(MovieLens100K, "zip_url", closed_port_url("/ml-100k.zip"))
 
     def failing_pip(*args: object, **kwargs: object) -> Path:
         raise DownloadError("pip download of 'recbole==1.2.1' failed (exit 1)")
@@ -328,7 +287,7 @@ def test_ml100k_both_sources_failing(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_ml100k_real_fallback_download(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if os.environ.get("SEQREC_TEST_NETWORK") != "1":
         pytest.skip("set SEQREC_TEST_NETWORK=1 to run the real ML-100k download (recbole wheel from PyPI)")
-    monkeypatch.setattr(MovieLens100K, "zip_url", _closed_port_url("/ml-100k.zip"))  # force the fallback
+    monkeypatch.setattr(MovieLens100K, "zip_url", closed_port_url("/ml-100k.zip"))  # force the fallback
     inter = MovieLens100K(cache_dir=str(tmp_path)).load()
     assert (len(inter), len(np.unique(inter.users)), len(np.unique(inter.items))) == (100_000, 943, 1_682)
     assert inter.item_features["title"][1] == "Toy Story" and inter.item_features["year"][1] == 1995
@@ -361,14 +320,14 @@ def test_ml1m_download_from_zip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     data = _grouplens_zip(tmp_path / "ml-1m.zip", "ml-1m", {n: (src / n).read_bytes() for n in ("ratings.dat", "movies.dat")})
     monkeypatch.setattr(MovieLens1M, "zip_url", (tmp_path / "ml-1m.zip").as_uri())
     monkeypatch.setattr(MovieLens1M, "zip_md5", hashlib.md5(data).hexdigest())
-    monkeypatch.setattr(MovieLens1M, "zip_sha256", _sha(data))
+    monkeypatch.setattr(MovieLens1M, "zip_sha256", sha256_hex(data))
     source = MovieLens1M(cache_dir=str(tmp_path / "cache"))
     check_events(source.load())
     assert source.provenance.startswith("GroupLens")
 
 
 def test_ml1m_offline_error_says_where_to_get_and_put(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(MovieLens1M, "zip_url", _closed_port_url("/ml-1m.zip"))
+    monkeypatch.setattr(MovieLens1M, "zip_url", closed_port_url("/ml-1m.zip"))
     with pytest.raises(DownloadError) as info:
         MovieLens1M(cache_dir=str(tmp_path)).prepare()
     message = str(info.value)
@@ -391,167 +350,3 @@ def test_ml1m_parses_a_million_lines_fast(tmp_path: Path) -> None:
     np.testing.assert_array_equal(inter.users, np.tile(cols[0], repeats))
     np.testing.assert_array_equal(inter.times, np.tile(cols[3], repeats))
     assert elapsed < 3.0, f"parsing 1M ratings took {elapsed:.2f}s"
-
-
-# --- SASRec / S3Rec text -----------------------------------------------------------------------------
-
-SASREC_TEXT = "1 10\n1 11\n1 10\n2 12\n2 10\n3 13\n"
-
-
-def test_sasrec_text_plain_and_gzipped(tmp_path: Path) -> None:
-    plain = tmp_path / "mine.txt"
-    plain.write_text(SASREC_TEXT)
-    gz = tmp_path / "mine.data"  # gzip is detected by content, not by the name
-    gz.write_bytes(gzip.compress(SASREC_TEXT.encode()))
-    for path in (plain, gz):
-        inter = SASRecText("mine", path=str(path), cache_dir=str(tmp_path / "c")).load()
-        np.testing.assert_array_equal(inter.users, [1, 1, 1, 2, 2, 3])
-        np.testing.assert_array_equal(inter.items, [10, 11, 10, 12, 10, 13])
-        np.testing.assert_array_equal(inter.times, [0, 1, 2, 0, 1, 0])
-        assert inter.ratings is None
-
-
-def test_sasrec_text_times_when_users_are_not_contiguous() -> None:
-    np.testing.assert_array_equal(positions_within_user(np.array([5, 7, 5, 7, 7, 1])), [0, 0, 1, 1, 2, 0])
-
-
-def test_sasrec_text_malformed_and_non_integer(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.txt"
-    bad.write_text("1 10\n1 11\n1\n")
-    with pytest.raises(ValueError, match=r"bad\.txt, line 3: expected 2 fields separated by whitespace, found 1"):
-        SASRecText("x", path=str(bad)).load()
-    bad.write_text("1 10\n2 1.5\n")
-    with pytest.raises(ValueError, match=r"line 2: field 2 \(item\) is '1\.5', expected an integer"):
-        SASRecText("x", path=str(bad)).load()
-
-
-def test_sasrec_text_missing_path_and_unknown_name(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="expected a 'pairs'-layout text file"):
-        SASRecText("x", path=str(tmp_path / "nope.txt")).prepare()
-    with pytest.raises(ValueError, match=r"known names are \['beauty', 'ml-1m', 'sports', 'steam', 'video'\]"):
-        SASRecText("nonesuch")
-    with pytest.raises(FileNotFoundError, match="no public download location"):
-        SASRecText("sports", cache_dir=str(tmp_path)).prepare()
-
-
-def test_sasrec_text_known_name_downloads_and_records_sha(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    served = tmp_path / "served_Beauty.txt"
-    served.write_text(SASREC_TEXT)
-    monkeypatch.setitem(SASREC_DATASETS, "beauty", KnownText("Beauty.txt", served.as_uri(), None, (3, 4, 6)))
-    source = SASRecText("beauty", cache_dir=str(tmp_path / "cache"))
-    inter = source.load()
-    assert len(inter) == 6
-    cached = tmp_path / "cache" / "raw" / "sasrec" / "Beauty.txt"
-    assert cached.read_text() == SASREC_TEXT
-    sha = _sha(SASREC_TEXT.encode())
-    assert (tmp_path / "cache" / "raw" / "sasrec" / "Beauty.txt.sha256").read_text().split()[0] == sha
-    assert source.fingerprint() == f"SASRecText:beauty:pairs:{sha}"
-    served.unlink()  # cached now
-    assert SASRecText("beauty", cache_dir=str(tmp_path / "cache")).fingerprint() == source.fingerprint()
-
-
-def test_sasrec_text_unreachable_known_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = _closed_port_url("/Video.txt")
-    monkeypatch.setitem(SASREC_DATASETS, "video", KnownText("Video.txt", url, None, None))
-    with pytest.raises(DownloadError, match=r"Video\.txt.*place it at.*path="):
-        SASRecText("video", cache_dir=str(tmp_path)).prepare()
-
-
-def test_fingerprint_differs_by_name_and_content(tmp_path: Path) -> None:
-    path = tmp_path / "a.txt"
-    path.write_text(SASREC_TEXT)
-    a = SASRecText("a", path=str(path)).fingerprint()
-    assert SASRecText("b", path=str(path)).fingerprint() != a
-    path.write_text(SASREC_TEXT + "4 10\n")
-    assert SASRecText("a", path=str(path)).fingerprint() != a
-
-
-def test_s3rec_lines(tmp_path: Path) -> None:
-    path = tmp_path / "Beauty.txt"
-    path.write_text("1 1 2 3 4 5\n2 6 7\n3 4 12 13 14\n")
-    inter = S3RecText("beauty", path=str(path)).load()
-    np.testing.assert_array_equal(inter.users, [1, 1, 1, 1, 1, 2, 2, 3, 3, 3, 3])
-    np.testing.assert_array_equal(inter.items, [1, 2, 3, 4, 5, 6, 7, 4, 12, 13, 14])
-    np.testing.assert_array_equal(inter.times, [0, 1, 2, 3, 4, 0, 1, 0, 1, 2, 3])
-    path.write_text("1 1 2\n2\n")
-    with pytest.raises(ValueError, match="line 2: expected at least 2 field"):
-        S3RecText("beauty", path=str(path)).load()
-
-
-def test_parse_int_columns_accepts_float_columns() -> None:
-    users, ratings = parse_int_columns(b"1\t3.5\n2\t4\n", 2, sep=b"\t", float_cols=(1,))
-    assert users.dtype == np.int64 and ratings.dtype == np.float64
-    np.testing.assert_array_equal(ratings, [3.5, 4.0])
-
-
-def test_parse_int_columns_crlf_and_trailing_blank_lines() -> None:
-    users, items = parse_int_columns(b"1 2\r\n3 4\r\n\r\n", 2)
-    np.testing.assert_array_equal(users, [1, 3])
-    np.testing.assert_array_equal(items, [2, 4])
-
-
-# --- XLong ---------------------------------------------------------------------------------------------
-
-
-def write_xlong(directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "train_corpus_total_dual.txt").write_text(
-        "0\t17\t5,6,7\t8\t9,10\n"
-        "1\t18\t5,11\t6\t12\n"
-    )
-    (directory / "test_corpus_total_dual.txt.gz").write_bytes(gzip.compress(b"2\t17\t7,8,9\t10\t11\n"))
-    return directory
-
-
-def test_xlong_rows_are_users_with_target_appended(tmp_path: Path) -> None:
-    source = XLong(root=str(write_xlong(tmp_path / "xl")))
-    inter = source.load()
-    np.testing.assert_array_equal(inter.users, [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2])
-    np.testing.assert_array_equal(inter.items, [5, 6, 7, 8, 5, 11, 6, 7, 8, 9, 10])
-    np.testing.assert_array_equal(inter.times, [0, 1, 2, 3, 0, 1, 2, 0, 1, 2, 3])
-    assert source.fingerprint().startswith("xlong:rows-as-users:train_corpus_total_dual.txt=")
-
-
-def test_xlong_missing_files_say_where_to_get_them(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError) as info:
-        XLong(cache_dir=str(tmp_path)).prepare()
-    message = str(info.value)
-    assert "train_corpus_total_dual.txt" in message and "test_corpus_total_dual.txt" in message
-    assert str(tmp_path / "raw" / "xlong") in message and "HPMN" in message and "root=" in message
-
-
-def test_xlong_malformed_lines(tmp_path: Path) -> None:
-    root = write_xlong(tmp_path / "xl")
-    train = root / "train_corpus_total_dual.txt"
-    train.write_text("0\t17\t5,6,7\t8\t9\n1\t18\t5,x,7\t8\t9\n")
-    with pytest.raises(ValueError, match=r"line 2: the history \(field 3\) must be comma-separated integer item ids, found 'x'"):
-        XLong(root=str(root)).load()
-    train.write_text("0\t17\t5,6,7\n")
-    with pytest.raises(ValueError, match="line 1: expected at least 4 tab-separated fields"):
-        XLong(root=str(root)).load()
-
-
-# --- shared real data (SEQREC_SHARED_DATA) -------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("relative", "counts"),
-    [("lrurec/ml-1m.txt.gz", (6_040, 3_416, 999_611)), ("lrurec/beauty.txt.gz", (52_204, 57_289, 394_908))],
-)
-def test_shared_lrurec_counts(shared_data: Path, tmp_path: Path, relative: str, counts: tuple[int, int, int]) -> None:
-    path = shared_data / relative
-    if not path.is_file():
-        pytest.skip(f"{path} not present under SEQREC_SHARED_DATA")
-    inter = SASRecText(relative, path=str(path), cache_dir=str(tmp_path)).load()
-    assert (len(np.unique(inter.users)), len(np.unique(inter.items)), len(inter)) == counts
-    assert np.all(np.diff(inter.users) >= 0)  # grouped by user in file order
-    first = inter.users == inter.users[0]
-    np.testing.assert_array_equal(inter.times[first], np.arange(first.sum()))
-
-
-def test_shared_s3rec_beauty_counts(shared_data: Path, tmp_path: Path) -> None:
-    path = shared_data / "s3rec" / "Beauty.txt.gz"
-    if not path.is_file():
-        pytest.skip(f"{path} not present under SEQREC_SHARED_DATA")
-    inter = S3RecText("beauty", path=str(path), cache_dir=str(tmp_path)).load()
-    assert (len(np.unique(inter.users)), len(np.unique(inter.items)), len(inter)) == (22_363, 12_101, 198_502)
