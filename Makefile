@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 fit: setup
-	$(PY) -m seqrec.fit --config $(CONFIG) $(ARGS)
+	$(PY) -m seqrec fit --config $(CONFIG) $(ARGS)
 
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -29,11 +29,11 @@ lint: setup
 	$(VENV)/bin/ruff check seqrec tests
 
 bench: setup
-	$(PY) -m seqrec.bench.pipeline --out results/BENCHMARKS.md $(ARGS)
+	$(PY) -m seqrec bench pipeline --out results/BENCHMARKS.md $(ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
 
 # Paper reproductions (hours on CPU): bounded sittings that resume, e.g. make repro ARGS="--max-time 00:02:00:00 --resume"
 repro: setup
-	$(PY) -m seqrec.bench.repro --out results/REPRODUCTION.md $(ARGS)
+	$(PY) -m seqrec repro --out results/REPRODUCTION.md $(ARGS)

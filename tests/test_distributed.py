@@ -12,15 +12,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import lightning as L
 import numpy as np
 import pytest
 import torch
 
+from seqrec.build import build, parse
 from seqrec.data.sources.movielens import MovieLens100K
 from seqrec.datamodules.loaders import FlaggedPadding, eval_shards
 from seqrec.datamodules.next_item import NextItemDataModule
-from seqrec.fit import SeqRecCLI, main, resolve_config_args
+from seqrec.fit import main
 from seqrec.models.next_item.sasrec import SASRec
 from seqrec.tasks.next_item import NextItemTask
 from tests.conftest import write_ml100k
@@ -96,13 +96,9 @@ def test_popularity_refuses_several_processes(tmp_path):
 
 def evaluate_in_one_process(run_dir: Path, checkpoint: str, out: Path) -> dict[str, float]:
     """Test ``checkpoint`` with the run's own config.yaml, in this process (no strategy, one device)."""
-    cli = SeqRecCLI(
-        L.LightningModule, L.LightningDataModule, subclass_mode_model=True, subclass_mode_data=True, run=False,
-        save_config_callback=None,
-        args=["--config", str(run_dir / "config.yaml"), "--trainer.strategy", "auto", "--trainer.devices", "1",
-              "--trainer.logger", "false", "--trainer.default_root_dir", str(out), "--threads", "1"],
-    )
-    [result] = cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=checkpoint, verbose=False)
+    run = build(["--config", str(run_dir / "config.yaml"), "--trainer.strategy", "auto", "--trainer.devices", "1",
+                 "--trainer.logger", "false", "--trainer.default_root_dir", str(out), "--threads", "1"])
+    [result] = run.trainer.test(run.task, datamodule=run.datamodule, ckpt_path=checkpoint, verbose=False)
     return result
 
 
@@ -133,23 +129,12 @@ def test_two_cpu_processes_report_the_single_process_test_metrics(tmp_path):
     assert two["cost/state_mib_all_users"] == pytest.approx(per_user * users / 2**20)
 
 
-class ParseOnly(SeqRecCLI):
-    """Parses and validates stacked configs without building anything (no CUDA or deepspeed needed)."""
-
-    def before_instantiate_classes(self) -> None:
-        pass
-
-    def instantiate_classes(self) -> None:
-        pass
-
-
 @pytest.mark.parametrize("name", ["ddp.yaml", "deepspeed_stage2.yaml", "deepspeed_stage3.yaml"])
 def test_trainer_configs_stack_onto_an_experiment(name):
-    cli = ParseOnly(L.LightningModule, L.LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
-                    run=False, args=resolve_config_args(["--config", "sasrec_ml100k.yaml", "--config", f"trainer/{name}"]))
-    strategy = cli.config.trainer.strategy
+    config = parse(["--config", "sasrec_ml100k.yaml", "--config", f"trainer/{name}"])
+    strategy = config.trainer.strategy
     assert strategy.class_path.endswith("DDPStrategy" if name == "ddp.yaml" else "DeepSpeedStrategy")
     if name == "deepspeed_stage3.yaml":
         zero = strategy.init_args.config["zero_optimization"]
         assert zero["stage"] == 3 and zero["stage3_param_persistence_threshold"] >= 1_000_000
-    assert cli.config.model.class_path.endswith("NextItemTask")  # the experiment is untouched
+    assert config.model.class_path.endswith("NextItemTask")  # the experiment is untouched

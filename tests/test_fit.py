@@ -1,41 +1,11 @@
-"""The CLI: shipped configs, config-name resolution, resume equals an uninterrupted run."""
+"""``seqrec fit``: resume equals an uninterrupted run, step-0 validation."""
 
 import json
 from pathlib import Path
 
-import lightning as L
 import pytest
 
-from seqrec.fit import CONFIG_DIR, SeqRecCLI, main, resolve_config, resolve_config_args
-
-SHIPPED = sorted(p for p in CONFIG_DIR.glob("*.yaml"))
-
-
-class ParseOnly(SeqRecCLI):
-    """Parses and validates a config (class paths, argument names and types) without building anything."""
-
-    def before_instantiate_classes(self) -> None:
-        pass
-
-    def instantiate_classes(self) -> None:
-        pass
-
-
-@pytest.mark.parametrize("config", SHIPPED, ids=lambda p: p.name)
-def test_every_shipped_config_validates(config):
-    cli = ParseOnly(L.LightningModule, L.LightningDataModule, subclass_mode_model=True,
-                    subclass_mode_data=True, run=False, args=["--config", str(config)])
-    assert cli.config.model.class_path and cli.config.data.class_path
-
-
-def test_config_names_resolve_from_anywhere(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert resolve_config("sasrec_ml100k.yaml") == str(CONFIG_DIR / "sasrec_ml100k.yaml")
-    assert resolve_config("configs/sasrec_ml100k.yaml") == str(CONFIG_DIR / "sasrec_ml100k.yaml")
-    assert resolve_config("sasrec_ml100k") == str(CONFIG_DIR / "sasrec_ml100k.yaml")
-    assert resolve_config_args(["--config=sasrec_ml100k.yaml"]) == [f"--config={CONFIG_DIR / 'sasrec_ml100k.yaml'}"]
-    with pytest.raises(FileNotFoundError, match="shipped configs"):
-        resolve_config("nope.yaml")
+from seqrec.fit import main
 
 
 def tiny(root: Path, run_dir: Path, *extra: str) -> list[str]:

@@ -3,10 +3,15 @@
 For every history length L (``--lengths``, default 50 200 1000, where the data has them) the benchmark
 
 1. builds the DIN-style CTR data of the ``--config`` (a shipped CTR fit config such as
-   ``ctr_transformer_ml1m.yaml``; ``--data-path`` points its source at a local file);
-2. trains the uncompressed transformer backbone of that config and the LRU of ``--lru-config`` once
-   (windows batched by length; ``--epochs`` passes over each user's newest ``--recent-events``
-   training events; no model selection: the weights after training are evaluated);
+   ``ctr_transformer_ml1m.yaml``) through ``seqrec.build``, at ``--data.max_len L`` in windows mode
+   (``--data-path`` points its source at a local file; arguments after ``--`` are dotted overrides
+   given to every build, e.g. ``-- --data.init_args.max_users 500 --trainer.accelerator cpu``);
+2. trains the uncompressed transformer backbone of that config and the LRU of ``--lru-config`` once, each
+   with the Lightning Trainer its build returns (the config's optimiser and lr, BCE, gradient clipping at 5;
+   windows batched by length under a token budget of ``--batch-size`` × min(L, 200), the datamodule's
+   ``train_batch_tokens``; ``--epochs`` passes, fractions allowed, over each user's newest
+   ``--recent-events`` training events; no validation, no model selection: the weights after training are
+   evaluated);
 3. evaluates on the test users, with **inference-time** compression of that one trained backbone (no
    retraining, no fine-tuning): every method of ``--methods`` at every budget of ``--budgets``, the
    uncompressed reference and the LRU's fixed state. Methods whose inputs are still those of the
@@ -24,11 +29,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
 import json
 import logging
 import math
-import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -36,125 +40,129 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
+from lightning import LightningModule, Trainer
+from lightning.pytorch.callbacks import Callback
 from torch import nn
 
+from seqrec.atomic import atomic_write, write_text
+from seqrec.build import Run, build_datamodule
+from seqrec.build import build as build_run
 from seqrec.compress import build
 from seqrec.compress.base import CompressedCTR
-from seqrec.data.preprocess import Preprocessing
+from seqrec.datamodules.batching import token_budget_batches
 from seqrec.datamodules.ctr import CTRDataModule
-from seqrec.fit import resolve_config
 from seqrec.metrics.ctr import CTRMetrics
 from seqrec.models.ctr.lru import CTRLRU
 from seqrec.models.ctr.transformer import CTRTransformer
-from seqrec.tasks.ctr import CTRTask, trim_padding
+from seqrec.tasks.ctr import trim_padding
 
 log = logging.getLogger("seqrec.bench.compress")
 DEFAULT_METHODS = ["prune", "tome", "streaming", "h2o", "snapkv", "prune-target"]
 NOTES_MARKER = "<!-- notes below this line are kept when the benchmark rewrites the tables -->"
+MAX_TOKEN_LENGTH = 200  # the token budget of a training batch: batch_size × min(L, this)
 
 
 # ---------------------------------------------------------------------------------------------------
-# config
+# building (seqrec.build: the configs, the datamodule, the task and its Trainer)
 # ---------------------------------------------------------------------------------------------------
 
 
-def instantiate(spec: dict):  # noqa: ANN201 (any class)
-    """``{"class_path": "a.b.C", "init_args": {...}}`` -> C(**init_args)."""
-    module, _, name = spec["class_path"].rpartition(".")
-    return getattr(importlib.import_module(module), name)(**(spec.get("init_args") or {}))
-
-
-def load_fit_config(name: str) -> dict:
-    """A shipped (or local) fit config as a dict."""
-    return yaml.safe_load(Path(resolve_config(name)).read_text())
-
-
-def model_args(config: dict) -> tuple[dict, float]:
-    """(the backbone's init_args, the task's learning rate) of a CTR fit config."""
-    task = config["model"]["init_args"]
-    return dict(task["model"].get("init_args") or {}), float(task.get("lr", 1e-3))
-
-
-def make_data(config: dict, max_len: int, args: argparse.Namespace) -> CTRDataModule:
-    """The config's CTRDataModule at history length ``max_len`` in windows mode."""
-    init = dict(config["data"]["init_args"])
-    source = dict(init.pop("source"))
-    if args.data_path:
-        source["init_args"] = {**(source.get("init_args") or {}), "path": args.data_path}
-    preprocessing = Preprocessing(**(init.pop("preprocessing", None) or {}))
-    init.update(max_len=max_len, train_mode="windows", recent_train_events=args.recent_events, max_users=args.max_users)
+def data_overrides(args: argparse.Namespace, L: int) -> list[str]:
+    """Dotted overrides of the data at history length L: windows, the training subset, the token budget."""
+    out = [
+        "--seed_everything", str(args.seed),
+        "--data.max_len", str(L),
+        "--data.init_args.train_mode", "windows",
+        "--data.init_args.recent_train_events", str(args.recent_events or L),
+        "--data.init_args.batch_size", str(args.batch_size),
+        "--data.init_args.train_batch_tokens", str(args.batch_size * min(L, MAX_TOKEN_LENGTH)),
+    ]
+    if args.max_users is not None:
+        out += ["--data.init_args.max_users", str(args.max_users)]
     if args.eval_negatives is not None:
-        init["eval_negatives"] = args.eval_negatives
-    data = CTRDataModule(instantiate(source), preprocessing, **init)
+        out += ["--data.init_args.eval_negatives", str(args.eval_negatives)]
+    if args.data_path:
+        out += ["--data.init_args.source.init_args.path", args.data_path]
+    if args.threads:
+        out += ["--threads", str(args.threads)]
+    return out
+
+
+def training_steps(epochs: float, batches_per_epoch: int) -> int:
+    """Optimiser steps of ``epochs`` passes: whole epochs, then round(fraction × batches) (at least one)."""
+    if epochs <= 0:
+        raise ValueError(f"--epochs must be > 0, got {epochs}")
+    whole, part = int(epochs), epochs - int(epochs)
+    return whole * batches_per_epoch + (max(1, round(part * batches_per_epoch)) if part > 0 else 0)
+
+
+def trainer_overrides(epochs: float, steps: int) -> list[str]:
+    """The benchmark's Trainer: ``steps`` steps (``training_steps``), clipping at 5, no validation,
+    no checkpoints, no logger (the weights after training are what is evaluated)."""
+    return [
+        "--trainer.max_epochs", str(math.ceil(epochs)),
+        "--trainer.max_steps", str(steps),
+        "--trainer.gradient_clip_val", "5",
+        "--trainer.limit_val_batches", "0",
+        "--trainer.num_sanity_val_steps", "0",
+        "--trainer.callbacks", "[]",  # the config's checkpointing and early stopping watch validation
+        "--trainer.enable_checkpointing", "false",
+        "--trainer.logger", "false",
+        "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_model_summary", "false",
+    ]
+
+
+def build_data(args: argparse.Namespace, L: int) -> CTRDataModule:
+    """The ``--config``'s datamodule at history length L, set up (the data every model is trained and tested on)."""
+    data = build_datamodule(["--config", args.config, *data_overrides(args, L), *args.overrides])
+    if not isinstance(data, CTRDataModule):
+        raise ValueError(f"{args.config} builds a {type(data).__name__}; the benchmark needs a "
+                         "seqrec.datamodules.ctr.CTRDataModule (a next-item source in windows mode)")
     data.prepare_data()
     data.setup("fit")
     return data
 
 
-# ---------------------------------------------------------------------------------------------------
-# training
-# ---------------------------------------------------------------------------------------------------
+def build_model(config: str, args: argparse.Namespace, L: int, steps: int) -> Run:
+    """The run of ``config`` (its task, model and Trainer) at history length L, trained for ``steps`` steps."""
+    return build_run(["--config", config, *data_overrides(args, L), *trainer_overrides(args.epochs, steps),
+                      *args.overrides])
 
 
-def token_budget_batches(order: np.ndarray, lengths: np.ndarray, batch_size: int, max_tokens: int) -> list[np.ndarray]:
-    """Consecutive runs of ``order`` (sorted by length) of ``batch_size`` indices, each cut short where its
-    longest item's length times the batch size would exceed ``max_tokens``."""
-    batches, i = [], 0
-    while i < len(order):
-        size = batch_size
-        while size > 1 and lengths[order[min(i + size, len(order)) - 1]] * size > max_tokens:
-            size -= 1
-        batches.append(order[i : i + size])
-        i += size
-    return batches
+class TrainingLoss(Callback):
+    """Records each training step's loss and batch size; logs the mean of the last ``every`` losses."""
+
+    def __init__(self, every: int = 50) -> None:
+        self.every, self.losses, self.examples, self.started = every, [], 0, time.perf_counter()
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs, batch, batch_idx: int) -> None:  # noqa: ANN001
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        self.losses.append(float(loss.detach()))
+        self.examples += len(batch["targets"])
+        if len(self.losses) % self.every == 0:
+            log.info("  step %d, loss %.4f (%.0fs)", len(self.losses), np.mean(self.losses[-self.every:]),
+                     time.perf_counter() - self.started)
 
 
-def length_batches(lengths: np.ndarray, batch_size: int, max_tokens: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Indices grouped into batches of similar length (little padding), batch order shuffled.
-
-    A batch holds ``batch_size`` items, fewer where its longest item would exceed ``max_tokens`` in all
-    (long windows of L = 1000 would not fit in memory at the batch size of short ones).
-    """
-    order = np.argsort(lengths + rng.random(len(lengths)), kind="stable")
-    batches = token_budget_batches(order, lengths, batch_size, max_tokens)
-    rng.shuffle(batches)
-    return batches
+def fit(run: Run, data: CTRDataModule) -> dict:
+    """Train ``run.task`` on ``data`` with ``run.trainer``; return timing, steps, windows and the last loss."""
+    losses = TrainingLoss()
+    run.trainer.callbacks.append(losses)
+    started = time.perf_counter()
+    run.trainer.fit(run.task, datamodule=data)
+    run.task.cpu().eval()  # evaluation below runs on the CPU
+    return {"train_seconds": time.perf_counter() - started, "train_steps": int(run.trainer.global_step),
+            "train_windows": losses.examples, "final_loss": float(np.mean(losses.losses[-50:]))}
 
 
 def collate(dataset, indices: np.ndarray) -> dict[str, torch.Tensor]:  # noqa: ANN001 (a CTR dataset)
     """Stack the samples ``indices`` of a map-style dataset into one batch."""
     samples = [dataset[int(i)] for i in indices]
     return {k: torch.stack([s[k] for s in samples]) for k in samples[0]}
-
-
-def train(model: nn.Module, data: CTRDataModule, lr: float, epochs: float, batch_size: int, max_tokens: int, seed: int) -> dict:
-    """Adam on BCE over the training windows, length-bucketed batches; returns timing and the last loss."""
-    torch.manual_seed(seed)
-    task = CTRTask(model, lr=lr)
-    optimizer = task.configure_optimizers()
-    dataset = data.datasets["train"]
-    lengths = dataset.span_stop - dataset.span_start
-    rng = np.random.default_rng(seed)
-    model.train()
-    started, steps, losses = time.perf_counter(), 0, []
-    whole, part = int(epochs), epochs - int(epochs)
-    plan = [1.0] * whole + ([part] if part > 0 else [])
-    for fraction in plan:
-        batches = length_batches(lengths, batch_size, max_tokens, rng)
-        for indices in batches[: max(1, int(round(fraction * len(batches))))]:
-            loss, _ = task.loss(collate(dataset, indices))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-            optimizer.step()
-            losses.append(float(loss.detach()))
-            steps += 1
-            if steps % 50 == 0:
-                log.info("  step %d, loss %.4f (%.0fs)", steps, np.mean(losses[-50:]), time.perf_counter() - started)
-    model.eval()
-    return {"train_seconds": time.perf_counter() - started, "train_steps": steps,
-            "train_windows": int(steps * batch_size), "final_loss": float(np.mean(losses[-50:]))}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -442,9 +450,7 @@ def write_report(runs: dict, out_dir: Path, name: str, command: str) -> Path:
     notes = ""
     if path.exists() and NOTES_MARKER in path.read_text():  # hand-written findings survive a rerun
         notes = path.read_text().split(NOTES_MARKER, 1)[1]
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text("\n".join(lines) + "\n" + NOTES_MARKER + notes)
-    os.replace(tmp, path)
+    write_text(path, "\n".join(lines) + "\n" + NOTES_MARKER + notes)
     return path
 
 
@@ -453,12 +459,15 @@ def write_report(runs: dict, out_dir: Path, name: str, command: str) -> Path:
 # ---------------------------------------------------------------------------------------------------
 
 
-def trained(name: str, model: nn.Module, data: CTRDataModule, lr: float, L: int, args: argparse.Namespace,
-            settings: dict) -> dict:
-    """Train ``model`` (or, with ``--reuse-models``, load the weights an identical earlier run saved)."""
+def trained(name: str, run: Run, data: CTRDataModule, L: int, args: argparse.Namespace) -> dict:
+    """Train ``run``'s model (or, with ``--reuse-models``, load the weights an identical earlier run saved)."""
+    model = run.task.model
+    config = run.config
+    settings = {"data": config.data.as_dict(), "model": config.model.as_dict(), "trainer": config.trainer.as_dict(),
+                "seed": config.seed_everything, "num_items": data.num_items}
     architecture = [[k, list(v.shape)] for k, v in model.state_dict().items()]  # code changes invalidate saved weights
-    key = hashlib.sha256(json.dumps({**settings, "name": name, "lr": lr, "L": L, "architecture": architecture},
-                                    sort_keys=True).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps({**settings, "name": name, "L": L, "architecture": architecture},
+                                    sort_keys=True, default=str).encode()).hexdigest()[:16]
     path = Path(args.models_dir) / f"{name}_L{L}_{key}.pt"
     if args.reuse_models and path.exists():
         saved = torch.load(path, weights_only=False)
@@ -466,31 +475,38 @@ def trained(name: str, model: nn.Module, data: CTRDataModule, lr: float, L: int,
         model.eval()
         log.info("L=%d: loaded the trained %s from %s", L, name, path)
         return saved["train"]
-    log.info("L=%d: training the %s (%d windows)", L, name, len(data.datasets["train"]))
-    info = train(model, data, lr, args.epochs, args.batch_size, args.batch_size * min(L, 200), args.seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save({"state_dict": model.state_dict(), "train": info, "settings": settings}, tmp)
-    os.replace(tmp, path)
+    log.info("L=%d: training the %s (%d windows, %d steps)", L, name, len(data.datasets["train"]),
+             config.trainer.max_steps)
+    info = fit(run, data)
+    payload = {"state_dict": model.state_dict(), "train": info, "settings": json.loads(json.dumps(settings, default=str))}
+    atomic_write(path, lambda tmp: torch.save(payload, tmp))
     return info
 
 
-def run_length(L: int, args: argparse.Namespace, config: dict, lru_config: dict) -> dict:
+def backbone_args(run: Run) -> dict:
+    """The backbone's init_args of a built run (for the report), without the data-linked ``num_items``."""
+    args = run.config.model.init_args.model.init_args.as_dict()
+    args.pop("num_items", None)
+    return args
+
+
+def run_length(L: int, args: argparse.Namespace) -> dict:
     """Train both backbones at history length L and evaluate every method."""
     started = time.perf_counter()
-    data = make_data(config, L, args)
+    data = build_data(args, L)
     dataset = data.datasets["test"]
-    tf_args, tf_lr = model_args(config)
-    lru_args, lru_lr = model_args(lru_config)
-    settings = {"data": config["data"]["init_args"], "data_path": args.data_path, "epochs": args.epochs,
-                "recent": args.recent_events, "max_users": args.max_users, "seed": args.seed,
-                "batch_size": args.batch_size, "num_items": data.num_items}
-    torch.manual_seed(args.seed)
-    transformer = CTRTransformer(data.num_items, max_len=L, **tf_args)
-    tf_train = trained("transformer", transformer, data, tf_lr, L, args, {**settings, "model": tf_args})
-    torch.manual_seed(args.seed)
-    lru = CTRLRU(data.num_items, **lru_args)
-    lru_train = trained("lru", lru, data, lru_lr, L, args, {**settings, "model": lru_args})
+    steps = training_steps(args.epochs, len(data.train_dataloader()))
+    tf_run = build_model(args.config, args, L, steps)
+    lru_run = build_model(args.lru_config, args, L, steps)
+    if lru_run.config.data != tf_run.config.data:
+        raise ValueError(f"{args.lru_config} resolves to other data than {args.config}: both models must be trained and "
+                         "tested on the same data; give both configs the same protocol (or the same data overrides)")
+    transformer, lru = tf_run.task.model, lru_run.task.model
+    if not isinstance(transformer, CTRTransformer) or not isinstance(lru, CTRLRU):
+        raise ValueError(f"--config must build a CTRTransformer and --lru-config a CTRLRU, got "
+                         f"{type(transformer).__name__} and {type(lru).__name__}")
+    tf_train = trained("transformer", tf_run, data, L, args)
+    lru_train = trained("lru", lru_run, data, L, args)
     log.info("L=%d: evaluating", L)
     eval_started = time.perf_counter()
     results = evaluate_transformer(transformer, data, args.methods, args.budgets, args.eval_batch_size,
@@ -509,34 +525,48 @@ def run_length(L: int, args: argparse.Namespace, config: dict, lru_config: dict)
     return {
         "dataset": args.name, "max_len": L, "users": len(dataset), "eval_negatives": data.eval_negatives,
         "mean_history": float(histories.mean()), "target_aware_users": args.target_aware_users,
-        "transformer": tf_args, "lru": lru_args, "transformer_train": tf_train, "lru_train": lru_train,
-        "eval_seconds": eval_seconds, "total_seconds": time.perf_counter() - started, "results": results,
+        "transformer": backbone_args(tf_run), "lru": backbone_args(lru_run), "transformer_train": tf_train,
+        "lru_train": lru_train, "eval_seconds": eval_seconds, "total_seconds": time.perf_counter() - started,
+        "results": results,
     }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    """The benchmark's flags; what follows ``--`` is kept as ``overrides`` (dotted arguments for every build)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    overrides: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, overrides = argv[:split], argv[split + 1:]
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="python -m seqrec.bench.compress [options] [-- dotted overrides for every build]",
+        epilog="Arguments after -- go to seqrec.build for the data and both models (later ones win), e.g.\n"
+               "  -- --data.init_args.source.init_args.path ml-1m.txt --model.init_args.model.init_args.d_model 32",
+    )
     parser.add_argument("--config", default="ctr_transformer_ml1m.yaml", help="CTR fit config of the transformer and the data")
-    parser.add_argument("--lru-config", default="ctr_lru_ml1m.yaml", help="CTR fit config of the LRU reference")
+    parser.add_argument("--lru-config", default="ctr_lru_ml1m.yaml", help="CTR fit config of the LRU reference (same data)")
     parser.add_argument("--data-path", default=None, help="local data file for the config's source (e.g. $SEQREC_SHARED_DATA/lrurec/ml-1m.txt.gz)")
     parser.add_argument("--name", default="ml1m", help="dataset name for the report and the results file")
     parser.add_argument("--lengths", type=int, nargs="+", default=[50, 200, 1000])
     parser.add_argument("--budgets", type=float, nargs="+", default=[1.0, 0.5, 0.25, 0.1])
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
-    parser.add_argument("--epochs", type=float, default=1.0, help="passes over the training windows")
+    parser.add_argument("--epochs", type=float, default=1.0, help="passes over the training windows (fractions allowed)")
     parser.add_argument("--recent-events", type=int, default=None, help="train on each user's newest this-many training events (default: L)")
     parser.add_argument("--max-users", type=int, default=None, help="a seeded subset of users (speed; default all)")
     parser.add_argument("--eval-negatives", type=int, default=None, help="override the config's negatives per test positive")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32, help=f"training windows per batch (token budget: this × min(L, {MAX_TOKEN_LENGTH}))")
     parser.add_argument("--eval-batch-size", type=int, default=256)
     parser.add_argument("--target-aware-users", type=int, default=500, help="users for target-aware pruning (0: skip)")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, default=42, help="seed of the model initialisation, training and the target-aware subset")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the cores available)")
     parser.add_argument("--out-dir", default="results")
     parser.add_argument("--models-dir", default="runs/compress", help="where the trained backbones are saved")
     parser.add_argument("--reuse-models", action="store_true", help="load backbones an identical earlier run saved")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report and plots from the saved results")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.overrides = overrides
+    return args
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -545,8 +575,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    command = "python -m seqrec.bench.compress " + " ".join(argv if argv is not None else sys.argv[1:])
-    config, lru_config = load_fit_config(args.config), load_fit_config(args.lru_config)
+    command = shlex.join(["python", "-m", "seqrec.bench.compress", *(argv if argv is not None else sys.argv[1:])])
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     store = out_dir / f"compression_{args.name}.json"
@@ -558,17 +587,12 @@ def main(argv: list[str] | None = None) -> dict:
         write_report(runs, out_dir, args.name, runs[next(iter(runs))].get("command", command) if runs else command)
         return runs
     for L in args.lengths:
-        saved_recent = args.recent_events
-        args.recent_events = args.recent_events or L
-        run = run_length(L, args, config, lru_config)
-        args.recent_events = saved_recent
+        run = run_length(L, args)
         run["command"] = command
         png = out_dir / f"compression_pareto_{args.name}_L{L}.png"
         run["plot"] = str(png) if plot(run, png) else None
         runs[str(L)] = run
-        tmp = store.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(runs, indent=1))
-        os.replace(tmp, store)
+        write_text(store, json.dumps(runs, indent=1))
         report = write_report(runs, out_dir, args.name, command)
         log.info("L=%d done in %.0fs: %s; %s", L, run["total_seconds"], report, verdict(run))
         print(table(run))

@@ -33,8 +33,6 @@ default 1, as on a shared small machine) before any phase runs, and again in eve
 from __future__ import annotations
 
 import argparse
-import copy
-import inspect
 import json
 import logging
 import os
@@ -75,21 +73,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 # ---------------------------------------------------------------------------------------------------
 
 
-def _instantiate(base: type, key: str, spec: dict[str, Any]) -> Any:
-    """Instantiate a ``{class_path, init_args}`` spec through jsonargparse, as LightningCLI does."""
-    from jsonargparse import ArgumentParser
-
-    parser = ArgumentParser()
-    parser.add_subclass_arguments(base, key)
-    namespace = parser.parse_object({key: spec})
-    instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
-    return instantiate(namespace)[key]
-
-
 def _source_and_preprocessing(data_cfg: dict[str, Any]) -> tuple[Any, Any]:
-    """A fresh ``Source`` and the ``Preprocessing`` of the data section."""
+    """A fresh ``Source`` and the ``Preprocessing`` of a resolved data section (as ``seqrec.build`` resolves it)."""
+    from seqrec.build import import_class
     from seqrec.data.preprocess import Preprocessing
-    from seqrec.data.sources.base import Source
 
     init = data_cfg.get("init_args", {})
     if "source" not in init:
@@ -97,37 +84,19 @@ def _source_and_preprocessing(data_cfg: dict[str, Any]) -> tuple[Any, Any]:
             f"the config's data section has no init_args.source (found keys {sorted(init)}); the pipeline "
             "benchmark needs a datamodule built from a Source, such as NextItemDataModule"
         )
-    return _instantiate(Source, "source", init["source"]), Preprocessing(**(init.get("preprocessing") or {}))
+    source = init["source"]
+    return import_class(source["class_path"])(**(source.get("init_args") or {})), Preprocessing(**(init.get("preprocessing") or {}))
 
 
 def _datamodule_and_task(spec: dict[str, Any]) -> tuple[Any, Any]:
-    """The datamodule (set up) and the task with its model, linked as ``seqrec.fit.SeqRecCLI`` links them.
+    """The datamodule (set up) and the task with its model, built by ``seqrec.build`` from the phase's arguments."""
+    from seqrec.build import bind, build
 
-    Mirrors the CLI without building a Trainer: ``data.num_items`` → the model's ``num_items``,
-    ``data.max_len`` → a model whose signature has ``max_len``, ``data.item_feature_spec`` → a model's
-    ``feature_spec``, and the item-feature tables copied into a feature model (``NextItemTask.setup``).
-    """
-    import lightning as L
-
-    data = _instantiate(L.LightningDataModule, "data", spec["data"])
+    run = build(spec["args"])
+    data = run.datamodule
     data.prepare_data()
     data.setup("fit")
-    model_cfg = copy.deepcopy(spec["model"])
-    inner = model_cfg.setdefault("init_args", {}).get("model")
-    if isinstance(inner, dict) and inner.get("class_path"):
-        module_name, _, cls_name = inner["class_path"].rpartition(".")
-        cls = getattr(__import__(module_name, fromlist=[cls_name]), cls_name)
-        args = inner.setdefault("init_args", {})
-        args["num_items"] = data.num_items
-        parameters = inspect.signature(cls.__init__).parameters
-        if "max_len" in parameters:
-            args["max_len"] = data.max_len
-        if "feature_spec" in parameters and hasattr(data, "item_feature_spec"):
-            args["feature_spec"] = data.item_feature_spec
-    task = _instantiate(L.LightningModule, "model", model_cfg)
-    if getattr(task.model, "uses_item_features", False):
-        task.model.set_item_features(data.item_feature_tables())
-    return data, task
+    return data, bind(run.task, data)
 
 
 def _rss_kb() -> int:
@@ -389,15 +358,21 @@ def _expand(value: Any) -> Any:
     return value
 
 
-def data_source_overrides(value: str | None, preprocessing: str | None) -> tuple[dict[str, Any], str | None]:
-    """(overrides for data.init_args, label) from ``--data-source`` (preset name or JSON spec) and ``--preprocessing``."""
-    overrides: dict[str, Any] = {}
-    label = None
+def data_source_overrides(value: str | None, preprocessing: str | None) -> tuple[list[str], str | None]:
+    """(dotted CLI overrides of the data section, label) from ``--data-source`` (preset or JSON) and ``--preprocessing``.
+
+    A preset or JSON source replaces the config's source; ``--preprocessing`` (or a preset's) replaces the
+    config's preprocessing as a whole (unset options take ``Preprocessing``'s defaults).
+    """
+    from dataclasses import asdict
+
+    from seqrec.data.preprocess import Preprocessing
+
+    source, options, label = None, None, None
     if value:
         if value in PRESETS:
             preset = PRESETS[value]
-            overrides = {"source": preset["source"], "preprocessing": preset["preprocessing"]}
-            label = preset["label"]
+            source, options, label = preset["source"], preset["preprocessing"], preset["label"]
         else:
             try:
                 source = json.loads(value)
@@ -409,13 +384,17 @@ def data_source_overrides(value: str | None, preprocessing: str | None) -> tuple
                     f'like {{"class_path": "seqrec.data.sources.sasrec_text.SASRecText", "init_args": '
                     f'{{"name": "ml-1m", "path": "..."}}}}; got {value!r}'
                 )
-            overrides = {"source": source}
     if preprocessing is not None:
         try:
-            overrides["preprocessing"] = json.loads(preprocessing)
+            options = json.loads(preprocessing)
         except json.JSONDecodeError as error:
             raise ValueError(f"--preprocessing must be a JSON object of Preprocessing options, got {preprocessing!r}") from error
-    return _expand(overrides), label
+    overrides: list[str] = []
+    if source is not None:
+        overrides += ["--data.init_args.source", json.dumps(_expand(source))]
+    if options is not None:
+        overrides += ["--data.init_args.preprocessing", json.dumps({**asdict(Preprocessing()), **options})]
+    return overrides, label
 
 
 def _mib(kb: int) -> str:
@@ -512,23 +491,18 @@ def main(argv: list[str] | None = None) -> str:
     for name in ("repeats", "threads", "train_steps", "eval_batches"):
         if getattr(args, name) < 1:
             raise SystemExit(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    import yaml
-
-    from seqrec.fit import resolve_config
+    from seqrec.build import resolved_dict
 
     started = time.perf_counter()
-    config_path = Path(resolve_config(args.config)).resolve()
-    config = yaml.safe_load(config_path.read_text())
-    for key in ("data", "model"):
-        if not isinstance(config.get(key), dict):
-            raise SystemExit(f"{config_path} has no '{key}:' section with class_path/init_args; give a full fit config")
     try:
         overrides, label = data_source_overrides(args.data_source, args.preprocessing)
-    except ValueError as error:
+        build_args = ["--config", args.config, "--threads", str(args.threads), *overrides]
+        config = resolved_dict(build_args)
+    except (ValueError, FileNotFoundError) as error:
         raise SystemExit(f"error: {error}") from error
-    data_cfg = copy.deepcopy(config["data"])
-    data_cfg.setdefault("init_args", {}).update(overrides)
+    data_cfg = config["data"]
     lengths = _parse_lengths(args.max_lens, data_cfg["init_args"].get("max_len"))
+    config_name = Path(args.config).name
 
     # Import once here: forked phases inherit the modules (and start their RSS from this baseline).
     import lightning  # noqa: F401
@@ -542,7 +516,7 @@ def main(argv: list[str] | None = None) -> str:
     root = Path(tempfile.mkdtemp(prefix="seqrec-bench-"))
     base = {
         "repeats": args.repeats, "threads": args.threads, "seed": int(config.get("seed_everything") or 42),
-        "model": config["model"], "trainer": config.get("trainer") or {}, "train_steps": args.train_steps,
+        "trainer": config.get("trainer") or {}, "train_steps": args.train_steps,
         "warmup": args.warmup, "eval_batches": args.eval_batches,
     }
     try:
@@ -551,10 +525,10 @@ def main(argv: list[str] | None = None) -> str:
                             "cache_root": pre["cache_root"]})
         runs = {}
         for max_len in lengths:
-            data_len = copy.deepcopy(data_cfg)
-            data_len["init_args"].update(max_len=max_len, cache_dir=pre["cache_root"])
-            train = run_phase({**base, "phase": "train", "data": data_len})
-            ev = run_phase({**base, "phase": "eval", "data": data_len})
+            args_len = [*build_args, "--data.max_len", str(max_len), "--data.init_args.cache_dir", pre["cache_root"],
+                        "--trainer.logger", "false"]
+            train = run_phase({**base, "phase": "train", "args": args_len})
+            ev = run_phase({**base, "phase": "eval", "args": args_len})
             runs[max_len] = (train, ev)
             print(f"max_len {max_len}: train {median_and_spread(train['samples_per_s'])[0]:,.0f} samples/s, "
                   f"eval {median_and_spread(ev['users_per_s'])[0]:,.0f} users/s", file=sys.stderr)
@@ -564,7 +538,7 @@ def main(argv: list[str] | None = None) -> str:
     given = list(sys.argv[1:] if argv is None else argv)
     command = "python -m seqrec.bench.pipeline" + (" " + shlex.join(given) if given else "")
     body = render(args, command, pre, cached, runs, time.perf_counter() - started, machine)
-    title = args.title or f"Pipeline: {config_path.name} on {label or pre['source_name']}"
+    title = args.title or f"Pipeline: {config_name} on {label or pre['source_name']}"
     print(f"## {title}\n\n{body}")
     if args.out is not None:
         write_section(args.out, title, body)

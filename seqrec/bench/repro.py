@@ -1,9 +1,9 @@
 """Reproduction harness: run paper-protocol configs and compare test metrics with the papers' figures.
 
-``python -m seqrec.bench.repro --configs lru_ml1m sasrec_ml1m [--shared-data DIR] [--resume]
+``python -m seqrec repro --configs lru_ml1m sasrec_ml1m [--shared-data DIR] [--resume]
 [--max-time 00:02:00:00] [--out results/REPRODUCTION.md] [-- extra overrides]``
 
-Each config runs in its own process (``python -m seqrec.fit``) so wall times are clean; a run can be
+Each config runs in its own process (``python -m seqrec fit``) so wall times are clean; a run can be
 bounded with ``--max-time`` and continued in a later sitting with ``--resume`` (``--ckpt_path last``:
 same metrics as an uninterrupted run, tested in tests/test_fit.py). Partial runs are labelled as such
 in the table. ``--shared-data`` swaps the raw-data sources for the exact files LRURec trained on
@@ -57,7 +57,7 @@ def shared_data_overrides(config: str, shared: Path) -> list[str]:
 
 def run_config(config: str, runs_dir: Path, extra: list[str], resume: bool) -> tuple[list[str], float]:
     """Run one config to completion (or its time limit) in a subprocess; returns (command, seconds)."""
-    command = [sys.executable, "-m", "seqrec.fit", "--config", f"{config}.yaml",
+    command = [sys.executable, "-m", "seqrec", "fit", "--config", f"{config}.yaml",
                "--trainer.logger.init_args.save_dir", str(runs_dir), *extra]
     if resume:
         command += ["--ckpt_path", "last"]
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-time", default=None, help="per-config limit DD:HH:MM:SS; resume later with --resume")
     parser.add_argument("--report-only", action="store_true", help="rewrite the table from existing runs")
     parser.add_argument("--out", type=Path, default=Path("results/REPRODUCTION.md"))
-    parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: extra seqrec.fit flags")
+    parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: extra flags for python -m seqrec fit")
     args = parser.parse_args(argv)
     extra_common = [a for a in args.overrides if a != "--"]
     if args.max_time:

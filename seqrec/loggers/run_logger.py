@@ -32,6 +32,8 @@ from urllib.parse import urlparse
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
+from seqrec.loggers.report import read_table, write_report
+
 log = logging.getLogger(__name__)
 LOGGER_NAMES = ("csv", "wandb")
 WANDB_MODES = ("auto", "offline", "online", "disabled")
@@ -220,8 +222,6 @@ class RunLogger(CSVLogger):
         directory = Path(self.log_dir)
         report: dict[str, Path] = {}
         if (directory / "metrics.csv").is_file():
-            from seqrec.tools.summarize import write_report
-
             try:
                 report = write_report(directory, wandb_dir=self.wandb_run_dir())
             except Exception as error:  # noqa: BLE001 (a report must never fail the run)
@@ -233,8 +233,6 @@ class RunLogger(CSVLogger):
         experiment = self._wandb.experiment
         payload: dict[str, Any] = {}
         if report.get("table") is not None:
-            from seqrec.tools.summarize import read_table
-
             columns, rows = read_table(report["table"])
             payload["test/metrics_at_k"] = wandb.Table(columns=columns, data=rows)
         if report.get("plot") is not None:

@@ -11,15 +11,15 @@ state of a full history of the data's max_len; ``cost/state_bytes_per_user`` com
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqrec.metrics.ctr import CTRMetrics, GAUCWeighting
-from seqrec.tasks.optim import build_optimizer
+from seqrec.models.base import DeclaresRequestMACs
+from seqrec.tasks.base import RecommendationTask
 from seqrec.tasks.padding import drop_padding
 
 
@@ -43,57 +43,35 @@ def trim_padding(batch: dict[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
-class CTRTask(L.LightningModule):
+class CTRTask(RecommendationTask):
     """Trains a CTR ``model`` with BCE and evaluates AUC, GAUC (per-user, impression-weighted) and Logloss.
 
-    Optimiser: Adam or AdamW; parameters whose names contain any of ``no_decay`` get no weight decay.
+    Optimiser settings (``optimizer``, ``lr``, ``weight_decay``, ``betas``, ``eps``, ``no_decay``): see
+    ``RecommendationTask``.
     """
 
     def __init__(
         self,
         model: nn.Module,
-        optimizer: Literal["adam", "adamw"] = "adam",
-        lr: float = 1e-3,
-        weight_decay: float = 0.0,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        no_decay: list[str] | None = None,
         gauc_weighting: GAUCWeighting = "impressions",
+        **optimizer_args: Any,
     ) -> None:
-        super().__init__()
+        super().__init__(model, **optimizer_args)
         self.save_hyperparameters(ignore=["model"])
-        self.model = model
         self.val_metrics = CTRMetrics(gauc_weighting)
         self.test_metrics = CTRMetrics(gauc_weighting)
-
-    def setup(self, stage: str) -> None:
-        """Fail early when the data's catalogue and the model's vocabulary disagree."""
-        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        data_items = getattr(datamodule, "num_items", None)
-        model_items = getattr(self.model, "num_items", None)
-        if data_items is not None and model_items is not None and data_items != model_items:
-            raise ValueError(
-                f"the data has {data_items} items but the model was built for {model_items}: "
-                "leave num_items unset in the config so the CLI links it from the data"
-            )
-
-    def _check_ids(self, *tensors: Tensor) -> None:
-        n = self.model.num_items
-        for t in tensors:
-            if t.numel() and (int(t.min()) < 0 or int(t.max()) > n):
-                raise ValueError(f"item ids {int(t.min())}..{int(t.max())} fall outside the model's 0..{n}")
 
     # --- training -------------------------------------------------------------------------------
     def loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
         """(mean BCE over the batch's valid targets, their number)."""
         batch = trim_padding(drop_padding(batch))
         if "items" in batch:  # windows: every position of the window is a target
-            self._check_ids(batch["items"], batch["targets"])
+            self.check_ids(batch["items"], batch["targets"])
             logits = self.model.forward_windows(batch["items"], batch["targets"])  # (B, L, C)
             mask = batch["target_mask"].unsqueeze(-1).expand_as(logits)
             logits, labels = logits[mask], batch["labels"][mask]
         else:
-            self._check_ids(batch["history"], batch["targets"])
+            self.check_ids(batch["history"], batch["targets"])
             logits = self.model(batch["history"], batch["targets"]).reshape(-1)  # (B·C,)
             labels = batch["labels"].reshape(-1)
         return F.binary_cross_entropy_with_logits(logits.float(), labels.float()), labels.numel()
@@ -101,19 +79,9 @@ class CTRTask(L.LightningModule):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         """Mean BCE over the batch's (valid) targets."""
         loss, count = self.loss(batch)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(
-                f"training loss is {loss.item()} at step {self.global_step}: lower the learning rate or enable "
-                "gradient clipping (trainer.gradient_clip_val)"
-            )
+        self.check_finite(loss)
         self.log("train/loss", loss, prog_bar=True, batch_size=count)
         return loss
-
-    def configure_optimizers(self) -> torch.optim.Optimizer | None:
-        """Adam/AdamW with decay / no-decay groups."""
-        hp = self.hparams
-        return build_optimizer(self.model.named_parameters(), hp.optimizer, hp.lr, hp.weight_decay, hp.betas, hp.eps,
-                               hp.no_decay)
 
     def macs_probe(self, batch: dict[str, Tensor], stage: str) -> Tensor:
         """What the MACs callback counts for one batch: a training step, or scoring the batch's targets
@@ -126,7 +94,7 @@ class CTRTask(L.LightningModule):
     def _update(self, metrics: CTRMetrics, batch: dict[str, Tensor]) -> None:
         batch = trim_padding(drop_padding(batch))
         history, targets, labels = batch["history"], batch["targets"], batch["labels"]  # (B, L), (B, C), (B, C)
-        self._check_ids(history, targets)
+        self.check_ids(history, targets)
         logits = self.model(history, targets)  # (B, C)
         C = targets.shape[1]
         users = batch["user"].unsqueeze(1).expand(-1, C)
@@ -145,16 +113,11 @@ class CTRTask(L.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         """Log ``val/auc``, ``val/gauc``, ``val/logloss`` and reset."""
-        self._log_metrics("val", self.val_metrics)
+        self.log_metrics("val", self.val_metrics)
 
     def on_test_epoch_end(self) -> None:
         """Log ``test/...`` and the model's per-request cost where it reports one."""
-        self._log_metrics("test", self.test_metrics)
+        self.log_metrics("test", self.test_metrics)
         max_len = getattr(getattr(self.trainer, "datamodule", None), "max_len", None)
-        if hasattr(self.model, "macs_per_request"):  # state bytes: the memory callback logs them
+        if isinstance(self.model, DeclaresRequestMACs):  # state bytes: the memory callback logs them
             self.log("cost/macs_per_request", float(self.model.macs_per_request(max_len)))
-
-    def _log_metrics(self, prefix: str, metrics: CTRMetrics) -> None:
-        values = {f"{prefix}/{name}": value.float() for name, value in metrics.compute().items()}
-        self.log_dict(values, prog_bar=prefix == "val")
-        metrics.reset()

@@ -226,7 +226,7 @@ def next_item_training_sequences(datamodule) -> tuple[np.ndarray, np.ndarray, np
 
 def text_sequences(path: Path, unit: Literal["line", "block"], block: int) -> tuple[np.ndarray, np.ndarray]:
     """Word ids of a tokenised text (one sentence per line): each line a sequence, or blocks of the stream."""
-    from seqrec.datamodules.lm import read_sentences
+    from seqrec.data.text import read_sentences
 
     index: dict[str, int] = {}
     ids: list[int] = []
@@ -245,24 +245,12 @@ def text_sequences(path: Path, unit: Literal["line", "block"], block: int) -> tu
 
 
 def load_datamodule(config: str, overrides: list[str]):  # noqa: ANN201 (a LightningDataModule)
-    """Build the ``data`` section of a fit config (with ``--data.…`` overrides); also return the model's init_args."""
-    import lightning as L
-    import yaml
-    from jsonargparse import ArgumentParser
+    """The datamodule of a fit config (with ``--data.…`` overrides), built by ``seqrec.build``; also the model's init_args."""
+    from seqrec.build import build_datamodule, resolved_dict
 
-    from seqrec.fit import resolve_config
-
-    with open(resolve_config(config)) as handle:
-        document = yaml.safe_load(handle)
-    if "data" not in document:
-        raise ValueError(f"{config} has no data section")
-    parser = ArgumentParser(exit_on_error=False)
-    parser.add_subclass_arguments(L.LightningDataModule, "data")
-    namespace = parser.parse_args(["--data", json.dumps(document["data"]), *overrides])
-    instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes  # renamed in jsonargparse 4.49
-    datamodule = instantiate(namespace).data
-    model = (((document.get("model") or {}).get("init_args") or {}).get("model") or {}).get("init_args") or {}
-    return datamodule, model
+    args = ["--config", config, *overrides]
+    model = resolved_dict(args)["model"]["init_args"].get("model") or {}
+    return build_datamodule(args), model.get("init_args") or {}
 
 
 def config_sequences(datamodule, symbols: str, buckets: int) -> tuple[np.ndarray, np.ndarray, str]:  # noqa: ANN001

@@ -9,10 +9,10 @@ import stat
 from pathlib import Path
 
 import pytest
-import yaml
 
 from seqrec.bench import pipeline
 from seqrec.bench.report import format_spread, median_and_spread, split_sections, write_section
+from seqrec.build import resolved_dict
 from tests.conftest import write_ml100k
 
 OTHER = "## LRURec speed (torch x, 1 threads)\n\n### Training\n\n| max_len | ms / step |\n|---|---|\n| 200 | 12 |\n"
@@ -44,8 +44,7 @@ def test_pipeline_smoke_writes_its_section_and_keeps_others(tmp_path: Path) -> N
     assert "40 users, 30 items" in body  # the fixture, not the real ML-100k
     assert re.search(rf"^\| cold: .*\| {NUMBER} \| {NUMBER} \(\+{NUMBER}\) \|$", body, flags=re.M)
     assert re.search(rf"^\| cached: `Sequences.load` \| {NUMBER} \|", body, flags=re.M)
-    config = yaml.safe_load((Path(pipeline.__file__).parents[1] / "configs" / "sasrec_ml100k.yaml").read_text())
-    max_len = config["data"]["init_args"]["max_len"]
+    max_len = resolved_dict(["--config", "sasrec_ml100k"])["data"]["init_args"]["max_len"]
     rows = re.findall(r"^\| \d+ \|.*$", body, flags=re.M)
     assert len(rows) == 1, rows  # --max-lens '': only the config's max_len
     row = rows[0]
@@ -94,8 +93,11 @@ def test_median_and_spread() -> None:
 def test_data_source_presets_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SEQREC_SHARED_DATA", "/data/shared")
     overrides, label = pipeline.data_source_overrides("ml-1m-lrurec", None)
-    assert overrides["source"]["init_args"] == {"name": "ml-1m", "path": "/data/shared/lrurec/ml-1m.txt.gz"}
-    assert overrides["preprocessing"] == {"sort_by": "time"} and label.startswith("ml-1m")
+    given = dict(zip(overrides[::2], overrides[1::2]))
+    source = json.loads(given["--data.init_args.source"])
+    assert source["init_args"] == {"name": "ml-1m", "path": "/data/shared/lrurec/ml-1m.txt.gz"}
+    options = json.loads(given["--data.init_args.preprocessing"])
+    assert options["sort_by"] == "time" and options["min_item_interactions"] == 0 and label.startswith("ml-1m")
     monkeypatch.delenv("SEQREC_SHARED_DATA")
     with pytest.raises(ValueError, match="SEQREC_SHARED_DATA"):
         pipeline.data_source_overrides("ml-1m-lrurec", None)

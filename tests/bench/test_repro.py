@@ -1,11 +1,9 @@
 import json
 
-import lightning as L
 import pytest
 
 from seqrec.bench.repro import report, shared_data_overrides
-from seqrec.fit import CONFIG_DIR
-from tests.test_fit import ParseOnly
+from seqrec.build import parse
 
 
 def test_report_compares_with_the_paper(tmp_path):
@@ -24,11 +22,10 @@ def test_shared_data_overrides_parse(tmp_path):
     (tmp_path / "lrurec").mkdir()
     (tmp_path / "lrurec" / "ml-1m.txt.gz").write_bytes(b"")
     overrides = shared_data_overrides("lru_ml1m", tmp_path)
-    cli = ParseOnly(L.LightningModule, L.LightningDataModule, subclass_mode_model=True, subclass_mode_data=True,
-                    run=False, args=["--config", str(CONFIG_DIR / "lru_ml1m.yaml"), *overrides])
-    source = cli.config.data.init_args.source
+    config = parse(["--config", "lru_ml1m", *overrides])
+    source = config.data.init_args.source
     assert source.class_path.endswith("SASRecText") and source.init_args.path.endswith("ml-1m.txt.gz")
-    assert cli.config.data.init_args.preprocessing.sort_by == "time"
-    assert cli.config.data.init_args.preprocessing.min_item_interactions == 0
+    assert config.data.init_args.preprocessing.sort_by == "time"
+    assert config.data.init_args.preprocessing.min_item_interactions == 0
     with pytest.raises(FileNotFoundError, match="lrurec/beauty.txt.gz"):
         shared_data_overrides("lru_beauty", tmp_path)

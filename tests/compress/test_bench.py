@@ -4,30 +4,22 @@ from __future__ import annotations
 
 import json
 
-import yaml
-
 from seqrec.bench import compress as bench
-from seqrec.fit import resolve_config
 
 
-def tiny_config(tmp_path, ml100k_root, name: str) -> str:
-    config = yaml.safe_load(open(resolve_config(name)).read())
-    config["data"]["init_args"]["source"] = {
-        "class_path": "seqrec.data.sources.movielens.MovieLens100K", "init_args": {"root": str(ml100k_root)},
-    }
-    config["model"]["init_args"]["model"]["init_args"]["d_model"] = 16
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(config))
-    return str(path)
+def tiny_overrides(ml100k_root) -> list[str]:
+    """Dotted overrides (after ``--``) for both shipped configs: the fixture's source, a narrow model."""
+    source = {"class_path": "seqrec.data.sources.movielens.MovieLens100K", "init_args": {"root": str(ml100k_root)}}
+    return ["--", "--data.init_args.source", json.dumps(source), "--model.init_args.model.init_args.d_model", "16"]
 
 
 def test_bench_writes_table_json_and_plot(tmp_path, ml100k_root):
     out = tmp_path / "results"
     runs = bench.main([
-        "--config", tiny_config(tmp_path, ml100k_root, "ctr_transformer_ml1m.yaml"),
-        "--lru-config", tiny_config(tmp_path, ml100k_root, "ctr_lru_ml1m.yaml"),
+        "--config", "ctr_transformer_ml1m.yaml", "--lru-config", "ctr_lru_ml1m.yaml",
         "--name", "fixture", "--lengths", "12", "--epochs", "0.5", "--target-aware-users", "8",
         "--eval-batch-size", "16", "--threads", "1", "--out-dir", str(out), "--models-dir", str(tmp_path / "models"),
+        *tiny_overrides(ml100k_root),
     ])
     rows = runs["12"]["results"]
     methods = {(r["method"], r["budget"]) for r in rows}

@@ -1,18 +1,18 @@
-"""The summary command: a run directory (as the CSV logger and the CLI write it) -> PNG plot, per-k table, markdown."""
+"""The run report (and the summarize command that rebuilds it): a run directory (as the CSV logger and the CLI write it) -> PNG plot, per-k table, markdown."""
 
 import csv
 import json
 
 import pytest
 
-from seqrec.tools.summarize import (
+from seqrec.loggers.report import (
     find_run_dir,
     learning_curve,
-    main,
     metrics_at_k,
     read_metrics,
     write_report,
 )
+from seqrec.tools.summarize import main
 
 
 def make_run(root, version=0, epochs=4):

@@ -4,8 +4,6 @@ import pytest
 import torch
 
 from seqrec.metrics.ranking import RankingMetrics, parse_metric, rank_of_target
-from seqrec.models.base import SequenceRecommender
-from seqrec.tasks.next_item import full_catalogue_ranks
 
 
 def test_metrics_against_hand_values():
@@ -51,29 +49,3 @@ def test_bad_names_and_ranks():
         RankingMetrics(["hr@1"]).update(torch.tensor([0]))
     with pytest.raises(ValueError, match="empty"):
         RankingMetrics(["hr@1"]).compute()
-
-
-class FixedScores(SequenceRecommender):
-    """A model whose score for item i is table[i] (1-d hidden of ones)."""
-
-    def __init__(self, table: torch.Tensor) -> None:
-        super().__init__()
-        self.num_items = len(table) - 1
-        self.table = table.view(-1, 1)
-
-    def item_embeddings(self):
-        return self.table
-
-
-def test_full_ranking_masks_padding_history_and_is_chunk_invariant():
-    table = torch.tensor([100.0, 5.0, 9.0, 1.0, 7.0, 8.0, 3.0])  # padding would be first if not masked
-    model = FixedScores(table)
-    hidden = torch.ones(2, 1)
-    target = torch.tensor([4, 3])  # scores 7 and 1
-    history = torch.tensor([[0, 2], [0, 0]])  # user 0 saw item 2 (score 9): masked
-    expected_masked = [2, 6]  # user 0: only item 5 (8) above; user 1: 5 items above 1
-    for chunk in (1, 2, 3, 100):
-        ranks = full_catalogue_ranks(model, hidden, target, history, chunk)
-        assert ranks.tolist() == expected_masked
-    unmasked = full_catalogue_ranks(model, hidden, target, None, 3)
-    assert unmasked.tolist() == [3, 6]  # item 2 (9) and item 5 (8) above 7; padding never counts

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from seqrec.fit import main
 from seqrec.models import base
 from seqrec.models.base import SequenceRecommender
 
@@ -103,3 +104,21 @@ def test_the_task_trains_and_ranks_with_it():
     with torch.no_grad():
         ranks = task.ranks({"items": items, "target": torch.tensor([6, 11])})
     assert ranks.shape == (2,) and bool((ranks >= 1).all())
+
+
+def test_the_new_model_trains_and_tests_through_the_cli_with_one_config(ml100k_root, tmp_path):
+    """One config composes a shipped protocol with the new model's class path; nothing else is edited."""
+    experiment = tmp_path / "mean_ml100k.yaml"
+    experiment.write_text(
+        "compose: [protocol/ml100k_full_ranking.yaml]\n"
+        "model:\n  init_args:\n    model:\n"
+        "      class_path: tests.models.test_adding_a_model.MeanOfEmbeddings\n"
+        "      init_args:\n        d_model: 16\n"
+    )
+    results = main([
+        "--config", str(experiment), "--data.init_args.source.init_args.root", str(ml100k_root),
+        "--data.max_len", "10", "--trainer.max_epochs", "2", "--trainer.enable_progress_bar", "false",
+        "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"), "--threads", "1",
+    ])
+    assert 0 < results["test/hr@10"] <= 1 and "cost/macs_per_sequence" in results
+    assert (tmp_path / "runs" / "mean_ml100k" / "version_0" / "test_metrics.json").is_file()

@@ -96,5 +96,5 @@ def test_trim_padding_is_exact():
 def test_vocabulary_mismatch_is_a_clear_error():
     task = CTRTask(CTRTransformer(5, max_len=4, d_model=8, num_heads=2))
     batch = {"history": torch.tensor([[0, 1, 2, 9]]), "targets": torch.tensor([[3, 4]]), "labels": torch.tensor([[1.0, 0.0]])}
-    with pytest.raises(ValueError, match="outside the model's 0..5"):
+    with pytest.raises(ValueError, match="vocabulary is 0..5"):
         task.training_step(batch, 0)

@@ -1,38 +1,12 @@
 """The language-model task: exact chunked statistics, metrics by hand, end to end on the real LM1B held-out shard."""
 
-import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from seqrec.fit import main
 from seqrec.models.next_item.evornn import EvoRNN
-from seqrec.tasks.lm import LanguageModelMetrics, LanguageModelTask, vocabulary_statistics
-
-
-def test_chunked_statistics_equal_the_full_softmax():
-    torch.manual_seed(0)
-    model = EvoRNN(num_items=37, max_len=8, d_model=6, dropout=0.0)
-    hidden = torch.randn(10, 6)
-    target = torch.randint(1, 38, (10,))
-    nll, ranks = vocabulary_statistics(model, hidden, target, chunk_size=5)
-    logits = model.score(hidden)
-    logits[:, 0] = -math.inf
-    torch.testing.assert_close(nll, F.cross_entropy(logits, target, reduction="none"))
-    target_scores = logits.gather(1, target[:, None])
-    assert ranks.tolist() == (1 + (logits > target_scores).sum(1)).tolist()
-
-
-def test_metrics_by_hand():
-    metric = LanguageModelMetrics(num_targets=2)
-    metric.update(torch.tensor([[1.0, 2.0], [3.0, 0.5]]), torch.tensor([[1, 4], [1, 1]]))
-    metric.update(torch.tensor([[0.0, 1.0]]), torch.tensor([[2, 1]]))
-    out = metric.compute()
-    assert out["accuracy"].item() == pytest.approx(4 / 6)
-    assert out["perplexity"].item() == pytest.approx(math.exp(7.5 / 6))
-    assert out["accuracy_h1"].item() == pytest.approx(2 / 3) and out["accuracy_h2"].item() == pytest.approx(2 / 3)
-    assert out["perplexity_h1"].item() == pytest.approx(math.exp(4 / 3))
+from seqrec.tasks.lm import LanguageModelTask
 
 
 def test_evaluation_windows_must_label_their_last_positions():

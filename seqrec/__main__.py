@@ -1,0 +1,54 @@
+"""``python -m seqrec <command> ...``: the one way in.
+
+    python -m seqrec fit --config lru_ml1m.yaml [--section.key value ...]   train, then test the best checkpoint
+    python -m seqrec test --config lru_ml1m.yaml --ckpt_path PATH              test a checkpoint under a config
+    python -m seqrec bench <pipeline|lru_speed|compress> ...                    benchmarks (results/BENCHMARKS.md, ...)
+    python -m seqrec repro --configs lru_ml1m ...                               paper reproductions in resumable sittings
+    python -m seqrec summarize RUN_DIR                                          rebuild a run's report (PNG, summary.md)
+    python -m seqrec lrd --config ...                                           long-range dependence of a dataset
+
+Every command builds its run through ``seqrec.build``; ``python -m seqrec.fit`` stays as a synonym of ``fit``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "fit": "seqrec.fit",
+    "test": "seqrec.evaluate",
+    "repro": "seqrec.bench.repro",
+    "summarize": "seqrec.tools.summarize",
+    "lrd": "seqrec.tools.lrd",
+}
+BENCHMARKS = ("pipeline", "lru_speed", "compress")
+
+
+def usage() -> str:
+    """The command list (this module's docstring)."""
+    return (__doc__ or "").strip()
+
+
+def main(argv: list[str] | None = None) -> object:
+    """Dispatch ``argv[0]`` to its command's ``main(argv[1:])``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return None
+    command, rest = argv[0], argv[1:]
+    if command == "bench":
+        if not rest or rest[0] not in BENCHMARKS:
+            print(f"error: python -m seqrec bench takes one of {', '.join(BENCHMARKS)}", file=sys.stderr)
+            raise SystemExit(2)
+        module, rest = f"seqrec.bench.{rest[0]}", rest[1:]
+    elif command in COMMANDS:
+        module = COMMANDS[command]
+    else:
+        print(f"error: unknown command {command!r}; commands: {', '.join([*COMMANDS, 'bench'])}", file=sys.stderr)
+        raise SystemExit(2)
+    return importlib.import_module(module).main(rest)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""What every task LightningModule shares: the injected model, the optimiser, id checks, the data binding, metric logging.
+
+A task receives its model (``model: torch.nn.Module``, a ``class_path`` in YAML) and the optimiser settings
+once, here; subclasses pass them on with ``**optimizer_args`` so the config keys stay flat
+(``model.init_args.lr``) and each task's signature (which jsonargparse reads as its config schema) lists
+them through this class.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import lightning as L
+import torch
+from torch import Tensor, nn
+from torchmetrics import Metric
+
+from seqrec.models.base import ItemFeatureConsumer
+from seqrec.tasks.optim import build_optimizer
+
+
+class RecommendationTask(L.LightningModule):
+    """Base task: holds ``model`` and builds its optimiser (Adam/AdamW, decay / no-decay groups).
+
+    Args:
+        model: the ``nn.Module`` to train (next-item, CTR or language model).
+        optimizer: "adam" or "adamw".
+        lr, weight_decay, betas, eps: the optimiser's settings.
+        no_decay: parameters whose names contain any of these get no weight decay (default "bias",
+            "layer_norm": LRURec's rule; embeddings are decayed).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: Literal["adam", "adamw"] = "adam",
+        lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        no_decay: list[str] | None = None,
+    ) -> None:
+        super().__init__()
+        if lr <= 0:
+            raise ValueError(f"lr must be > 0, got {lr}")
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        self.model = model
+        self.optimizer_settings = {"optimizer": optimizer, "lr": lr, "weight_decay": weight_decay,
+                                   "betas": tuple(betas), "eps": eps, "no_decay": no_decay}
+
+    def configure_optimizers(self) -> torch.optim.Optimizer | None:
+        """Adam/AdamW with decay / no-decay groups; None for parameter-free models."""
+        return build_optimizer(self.model.named_parameters(), **self.optimizer_settings)
+
+    # --- checks and the data binding ------------------------------------------------------------
+    def check_ids(self, *tensors: Tensor) -> None:
+        """ValueError when an item id falls outside the model's vocabulary 0..num_items (0 = padding)."""
+        n = self.model.num_items
+        for t in tensors:
+            if t.numel() and (int(t.min()) < 0 or int(t.max()) > n):
+                raise ValueError(
+                    f"item id out of range: found ids {int(t.min())}..{int(t.max())} but the model's "
+                    f"vocabulary is 0..{n} (0 = padding). The model's num_items must equal the data's."
+                )
+
+    def bind_data(self, datamodule: L.LightningDataModule) -> None:
+        """Check the data's catalogue against the model's; copy item-feature tables into a feature model."""
+        data_items = getattr(datamodule, "num_items", None)
+        model_items = getattr(self.model, "num_items", None)
+        if data_items is not None and model_items is not None and data_items != model_items:
+            raise ValueError(
+                f"the data has {data_items} items but the model was built for {model_items}: "
+                "leave the model's num_items unset so the CLI links it from the data"
+            )
+        if isinstance(self.model, ItemFeatureConsumer):
+            # feature models (MLP4Rec) hold the item-feature tables as buffers, copied once from the data
+            tables = getattr(datamodule, "item_feature_tables", None)
+            self.model.set_item_features(tables() if callable(tables) else {})
+
+    def setup(self, stage: str) -> None:
+        """Bind the trainer's datamodule (fails early on a catalogue mismatch)."""
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if datamodule is not None:
+            self.bind_data(datamodule)
+
+    def log_metrics(self, prefix: str, metric: Metric | nn.Module, prog_bar: bool | None = None) -> None:
+        """Log ``{prefix}/{name}`` for every value of ``metric.compute()`` (global sums and counts), then reset."""
+        values = {f"{prefix}/{name}": value.float() for name, value in metric.compute().items()}
+        self.log_dict(values, prog_bar=prefix == "val" if prog_bar is None else prog_bar)
+        metric.reset()
+
+    def check_finite(self, loss: Tensor) -> None:
+        """FloatingPointError naming the step and the fixes when the training loss is not finite."""
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"training loss is {loss.item()} at step {self.global_step}: lower the learning rate, "
+                "enable gradient clipping (trainer.gradient_clip_val) or check the data; the last saved "
+                "checkpoint is intact"
+            )
