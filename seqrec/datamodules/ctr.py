@@ -45,10 +45,11 @@ from seqrec.data.ctr_samples import (
 )
 from seqrec.data.interactions import Source
 from seqrec.data.negatives import Sampler
-from seqrec.data.preprocess import NO_FILTERS, Preprocessing, load_sequences
+from seqrec.data.preprocess import NO_FILTERS, Preprocessing
 from seqrec.data.sequences import Sequences, user_of_offsets
 from seqrec.datamodules.batching import LengthBucketBatchSampler
 from seqrec.datamodules.loaders import SplitLoaders
+from seqrec.datamodules.sequences import SourceSequences
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "valid", "test")
@@ -100,7 +101,7 @@ class CTRBaseDataModule(SplitLoaders, L.LightningDataModule):
             self._build()
 
 
-class CTRDataModule(CTRBaseDataModule):
+class CTRDataModule(SourceSequences, CTRBaseDataModule):
     """DIN-style CTR samples built from a next-item ``Source`` (module docstring).
 
     Args:
@@ -171,18 +172,6 @@ class CTRDataModule(CTRBaseDataModule):
         self.cache_dir = cache_dir
         self.train_batch_tokens = train_batch_tokens
         self._sequences: Sequences | None = None
-
-    @property
-    def sequences(self) -> Sequences:
-        """The preprocessed sequences (cached)."""
-        if self._sequences is None:
-            self._sequences = load_sequences(self.source, self.preprocessing, self.cache_dir)
-        return self._sequences
-
-    @property
-    def num_items(self) -> int:
-        """Catalogue size N (ids 1..N); linked into the model's ``num_items`` by the CLI."""
-        return self.sequences.num_items
 
     def prepare_data(self) -> None:
         """Download and preprocess once; later ranks and runs read the caches."""

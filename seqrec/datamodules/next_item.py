@@ -13,17 +13,18 @@ from seqrec.data.examples import EvalQueries, TrainExamples, training_spans
 from seqrec.data.features import ItemFeatures, ItemFeatureSource, load_item_features
 from seqrec.data.interactions import Source
 from seqrec.data.negatives import Sampler, frozen_negatives
-from seqrec.data.preprocess import NO_FILTERS, Preprocessing, load_sequences
+from seqrec.data.preprocess import NO_FILTERS, Preprocessing
 from seqrec.data.sequences import Sequences
 from seqrec.data.splits import Split, leave_last_out
 from seqrec.data.temporal import TemporalSplit, TimeCutSplit, describe_split
 from seqrec.datamodules.loaders import SplitLoaders
+from seqrec.datamodules.sequences import SourceSequences
 
 log = logging.getLogger(__name__)
 DEFAULT_TEMPORAL = TemporalSplit()  # frozen: safe as a shared default
 
 
-class NextItemDataModule(SplitLoaders, L.LightningDataModule):
+class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
     """Next-item data: leave-last-out or temporal split, training windows or prefixes, full or sampled evaluation.
 
     Args:
@@ -93,18 +94,6 @@ class NextItemDataModule(SplitLoaders, L.LightningDataModule):
         self.datasets: dict[str, object] = {}
 
     # --- data, built once -----------------------------------------------------------------------
-    @property
-    def sequences(self) -> Sequences:
-        """The preprocessed sequences (loaded or built on first use)."""
-        if self._sequences is None:
-            self._sequences = load_sequences(self.source, self.preprocessing, self.cache_dir)
-        return self._sequences
-
-    @property
-    def num_items(self) -> int:
-        """Catalogue size N (ids 1..N); linked into the model's ``num_items`` by the CLI."""
-        return self.sequences.num_items
-
     @property
     def item_features(self) -> ItemFeatures | None:
         """The item-feature tables aligned with item ids (row 0 = padding), or None without ``features``."""
