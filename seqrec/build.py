@@ -31,7 +31,7 @@ import lightning as L
 import torch
 import yaml
 from jsonargparse import ArgumentError, Namespace
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 
 from seqrec.callbacks.macs import MACsCallback
 from seqrec.callbacks.memory import MemoryCallback
@@ -246,7 +246,8 @@ class ParseOnly(SeqRecCLI):
         """Build nothing."""
 
 
-def _cli(cls: type[SeqRecCLI], args: list[str], adjust: Callable[[Namespace], None] | None = None) -> SeqRecCLI:
+def _cli(cls: type[SeqRecCLI], args: list[str], adjust: Callable[[Namespace], None] | None = None,
+         save_config: bool = True) -> SeqRecCLI:
     """Expand the configs in ``args`` and run the CLI class over them (``run=False``: nothing is fitted)."""
     expanded, experiment = expand_config_args(list(args))
     cls = type(cls.__name__, (cls,), {"experiment": experiment, "adjust": staticmethod(adjust) if adjust else None})
@@ -259,6 +260,7 @@ def _cli(cls: type[SeqRecCLI], args: list[str], adjust: Callable[[Namespace], No
         args=expanded,
         seed_everything_default=42,
         save_config_kwargs={"overwrite": True},
+        save_config_callback=SaveConfigCallback if save_config else None,
         parser_kwargs={"allow_abbrev": False},  # a typo such as --trainer.max_epoch must fail, not match a prefix
     )
 
@@ -287,12 +289,14 @@ class Run:
     cli: SeqRecCLI
 
 
-def build(args: list[str], adjust: Callable[[Namespace], None] | None = None) -> Run:
+def build(args: list[str], adjust: Callable[[Namespace], None] | None = None, save_config: bool = True) -> Run:
     """Parse ``args`` and build the datamodule, the task (its model linked to the data) and the trainer.
 
     ``adjust(config)`` runs on the parsed config before anything is built (e.g. resume picks the run directory).
+    ``save_config=False`` (benchmarks, tools) keeps the trainer from writing ``config.yaml`` into its log
+    directory, which is the working directory when the run has no logger.
     """
-    cli = _cli(SeqRecCLI, args, adjust)
+    cli = _cli(SeqRecCLI, args, adjust, save_config)
     return Run(cli.config, cli.datamodule, cli.model, cli.trainer, cli)
 
 

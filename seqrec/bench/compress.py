@@ -127,7 +127,7 @@ def build_data(args: argparse.Namespace, L: int) -> CTRDataModule:
 def build_model(config: str, args: argparse.Namespace, L: int, steps: int) -> Run:
     """The run of ``config`` (its task, model and Trainer) at history length L, trained for ``steps`` steps."""
     return build_run(["--config", config, *data_overrides(args, L), *trainer_overrides(args.epochs, steps),
-                      *args.overrides])
+                      *args.overrides], save_config=False)
 
 
 class TrainingLoss(Callback):

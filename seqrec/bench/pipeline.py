@@ -92,7 +92,7 @@ def _datamodule_and_task(spec: dict[str, Any]) -> tuple[Any, Any]:
     """The datamodule (set up) and the task with its model, built by ``seqrec.build`` from the phase's arguments."""
     from seqrec.build import bind, build
 
-    run = build(spec["args"])
+    run = build(spec["args"], save_config=False)
     data = run.datamodule
     data.prepare_data()
     data.setup("fit")

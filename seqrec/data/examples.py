@@ -93,18 +93,27 @@ class EvalQueries(Dataset):
     """One query per user: ``{"items": (L,), "target": (), "candidates": (C,)?, "index": ()}``.
 
     ``candidates`` (when frozen negatives are given) are the sampled negatives; the target is scored
-    separately, so candidate column order carries no information.
+    separately, so candidate column order carries no information. ``index`` is the query's position in
+    ``examples``. With ``longest_first`` the dataset yields the queries in order of decreasing history
+    length (ties by index), so a batch holds histories of similar length and a model that ignores leading
+    padding computes little of it; metrics are sums over queries, so the order changes no value.
     """
 
     def __init__(
-        self, items: np.ndarray, examples: EvalExamples, max_len: int, negatives: np.ndarray | None = None
+        self, items: np.ndarray, examples: EvalExamples, max_len: int, negatives: np.ndarray | None = None,
+        longest_first: bool = False,
     ) -> None:
         self.items, self.examples, self.max_len, self.negatives = items, examples, max_len, negatives
+        self.order: np.ndarray | None = None
+        if longest_first:
+            lengths = np.minimum(examples.stop - examples.start, max_len)
+            self.order = np.lexsort((np.arange(len(lengths)), -lengths))  # (Q,) longest first, stable
 
     def __len__(self) -> int:
         return len(self.examples)
 
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+    def __getitem__(self, position: int) -> dict[str, torch.Tensor]:
+        index = int(self.order[position]) if self.order is not None else position
         ex = self.examples
         history = self.items[max(ex.start[index], ex.stop[index] - self.max_len) : ex.stop[index]]
         out = {

@@ -152,7 +152,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
                     tag=f"{self.source.fingerprint()}|{self.preprocessing.key()}|{name}",
                     counts=counts,
                 )
-            self.datasets[name] = EvalQueries(items, examples, self.max_len, negatives)
+            self.datasets[name] = EvalQueries(items, examples, self.max_len, negatives, longest_first=True)
         log.info(
             "%s: %s; %d training examples, %d validation and %d test queries",
             self.source.describe(), self.sequences.summary(), len(start), len(split.valid), len(split.test),

@@ -65,16 +65,25 @@ class SequenceRecommender(nn.Module):
     - ``causal``: True when hidden state t depends on items ≤ t only. False means a position may see
       later items (e.g. MLP4Rec with ``causal=False``, whose sequence mixer reads the whole window); the
       task then refuses training batches with labels before the last position, since a later input
-      would reveal them.
-    Sub-classes set ``num_items`` and implement ``forward`` and ``item_embeddings``.
+      would reveal them;
+    - ``left_padding_invariant``: True when dropping leading padding columns changes no real position's
+      hidden state (positions are counted from the newest event and padding carries no state); evaluation
+      then trims the columns that are padding in every row of a batch.
+    Sub-classes set ``num_items`` and implement ``forward`` and ``item_embeddings``; ``last_hidden`` may be
+    overridden to compute only what the newest position needs (evaluation and serving use it).
     """
 
     num_items: int
     causal: bool = True
+    left_padding_invariant: bool = False
 
     def forward(self, items: Tensor) -> Tensor:
         """items (B, L) left-padded ids -> hidden states (B, L, d)."""
         raise NotImplementedError(f"{type(self).__name__} must implement forward(items) -> (B, L, d)")
+
+    def last_hidden(self, items: Tensor) -> Tensor:
+        """Hidden state at the newest position: items (B, L) -> (B, d); by default ``forward(items)[:, -1]``."""
+        return self(items)[:, -1]
 
     def item_embeddings(self) -> Tensor:
         """(num_items + 1, d) item table used for scoring (row 0 = padding)."""

@@ -24,6 +24,59 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"gelu": nn.GELU, "relu": nn.ReLU}
+MASK_LEVELS = 32768  # dropout masks are drawn as 15-bit integers: p is realised to within 1/65536
+
+
+class _KeepMask(torch.autograd.Function):
+    """y = x · keep · scale with a boolean mask (saved as 1 byte per element, not a float mask)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, keep: Tensor, scale: float) -> Tensor:  # noqa: ANN001
+        """x (...), keep (...) bool -> x · keep · scale."""
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return (x * keep).mul_(scale)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # noqa: ANN001, ANN205 (autograd signature)
+        """∂y/∂x = keep · scale."""
+        (keep,) = ctx.saved_tensors
+        return (grad * keep).mul_(ctx.scale), None, None
+
+
+def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """Inverted dropout: x · m / (1 − p), m ~ Bernoulli(1 − p); identity when not training or p = 0.
+
+    On CPU the mask is drawn as 15-bit integers (m = r ≥ ⌊p·2¹⁵⌉, r uniform in 0..2¹⁵−1; the realised p'
+    = ⌊p·2¹⁵⌉/2¹⁵ sets the scale 1/(1 − p')) and kept as booleans: ``F.dropout`` draws a float
+    Bernoulli mask, about 8× slower on CPU and 4× the memory, and on LRURec's training step that draw was
+    a tenth of the time. On accelerators ``F.dropout`` (a fused kernel there) is used.
+    """
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p, True)
+    threshold = round(p * MASK_LEVELS)
+    keep = torch.empty(x.shape, dtype=torch.int16, device=x.device).random_(0, MASK_LEVELS) >= threshold
+    return _KeepMask.apply(x, keep, MASK_LEVELS / (MASK_LEVELS - threshold))
+
+
+class Dropout(nn.Module):
+    """``nn.Dropout`` with the fast CPU mask of ``dropout`` (same distribution, to 1/65536 in p)."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x (...) -> same shape."""
+        return dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        """p in the module's repr."""
+        return f"p={self.p}"
 
 
 class MultiHeadAttention(nn.Module):
@@ -59,7 +112,7 @@ class MultiHeadAttention(nn.Module):
 
     def drop_weights(self, weights: Tensor) -> Tensor:
         """Dropout on attention probabilities (training only)."""
-        return F.dropout(weights, self.dropout, self.training)
+        return dropout(weights, self.dropout, self.training)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor, bias: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """softmax(q kᵀ/√(d/h) + bias, masked to ``allowed``) v -> (out (B, h, nq, d/h), weights (B, h, nq, nk))."""
@@ -96,7 +149,7 @@ class FeedForward(nn.Module):
         self.w_1 = nn.Linear(d_model, hidden)
         self.w_2 = nn.Linear(hidden, d_model)
         self.activation = ACTIVATIONS[activation]()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         """x (..., d) -> (..., d)."""

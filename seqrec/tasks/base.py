@@ -84,6 +84,11 @@ class RecommendationTask(L.LightningModule):
         if datamodule is not None:
             self.bind_data(datamodule)
 
+    def matmul_dtype(self) -> torch.dtype | None:
+        """The autocast dtype of this module's device when mixed precision is on (``trainer.precision``), else None."""
+        device = self.device.type
+        return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+
     def log_metrics(self, prefix: str, metric: Metric | nn.Module, prog_bar: bool | None = None) -> None:
         """Log ``{prefix}/{name}`` for every value of ``metric.compute()`` (global sums and counts), then reset."""
         values = {f"{prefix}/{name}": value.float() for name, value in metric.compute().items()}

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from seqrec.metrics.ctr import CTRMetrics, GAUCWeighting
 from seqrec.models.base import DeclaresRequestMACs
 from seqrec.tasks.base import RecommendationTask
-from seqrec.tasks.padding import drop_padding
+from seqrec.tasks.padding import drop_padding, leading_padding
 
 
 def trim_padding(batch: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -29,11 +29,8 @@ def trim_padding(batch: dict[str, Tensor]) -> dict[str, Tensor]:
     Histories are pre-padded, so a batch of short histories needs only its longest row's width.
     """
     key = "items" if "items" in batch else "history"
-    real = (batch[key] > 0).any(dim=0)
-    if not bool(real.any()):
-        return batch
-    start = int(real.to(torch.int8).argmax())
-    if start == 0:
+    start = leading_padding(batch[key])
+    if start == 0 or start == batch[key].shape[1]:
         return batch
     out = dict(batch)
     out[key] = batch[key][:, start:]

@@ -13,7 +13,8 @@ from seqrec.metrics.ranking import RankingMetrics, rank_of_target
 from seqrec.models.base import CountingRecommender, SequenceRecommender
 from seqrec.tasks.base import RecommendationTask
 from seqrec.tasks.catalogue import catalogue_scan
-from seqrec.tasks.padding import drop_padding
+from seqrec.tasks.losses import fused_cross_entropy
+from seqrec.tasks.padding import drop_padding, leading_padding
 
 DEFAULT_METRICS = ["hr@10", "ndcg@10", "mrr@10", "hr@20", "ndcg@20", "map@20"]
 
@@ -22,7 +23,10 @@ class NextItemTask(RecommendationTask):
     """Trains a next-item ``model`` and evaluates it by ranking.
 
     Loss "ce": full-softmax cross-entropy over the catalogue at every labelled position
-    (LRURec, and SASRec under LRURec's protocol); the padding column is excluded from the softmax.
+    (LRURec, and SASRec under LRURec's protocol); the padding column is excluded from the softmax. By
+    default it is fused with the output projection in chunks of ``ce_chunk_rows`` labelled positions
+    (``seqrec.tasks.losses``: same loss and gradients, never the whole logits); ``ce_chunk_rows: null``
+    runs the plain reference path.
     Loss "bce": SASRec's binary cross-entropy, −log σ(s_pos) − Σ_neg log(1 − σ(s_neg)) with
     ``num_negatives`` uniform negatives per position (redrawn where one equals the positive).
     Evaluation: the target's rank among the full catalogue (history masked when ``mask_history``) or
@@ -42,11 +46,15 @@ class NextItemTask(RecommendationTask):
         metrics: list[str] | None = None,
         mask_history: bool = True,
         score_chunk_size: int = 65536,
+        ce_chunk_rows: int | None = 2048,
         **optimizer_args: Any,
     ) -> None:
         super().__init__(model, **optimizer_args)
         self.save_hyperparameters(ignore=["model"])
+        if ce_chunk_rows is not None and ce_chunk_rows < 1:
+            raise ValueError(f"ce_chunk_rows must be None (the plain reference path) or >= 1, got {ce_chunk_rows}")
         self.loss_kind, self.num_negatives = loss, num_negatives
+        self.ce_chunk_rows = ce_chunk_rows
         self.mask_history = mask_history
         self.score_chunk_size = score_chunk_size
         names = metrics or DEFAULT_METRICS
@@ -54,8 +62,8 @@ class NextItemTask(RecommendationTask):
         self.test_metrics = RankingMetrics(names)
 
     # --- training -------------------------------------------------------------------------------
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
-        """Loss over labelled positions; a model without parameters (popularity) just counts labels."""
+    def loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
+        """(training loss over the batch's labelled positions, their number P)."""
         items, labels = batch["items"], batch["labels"]  # (B, L), (B, L)
         self.check_ids(items, labels)
         if not self.model.causal and bool((labels[:, :-1] > 0).any()):
@@ -63,14 +71,14 @@ class NextItemTask(RecommendationTask):
                 "the model is not causal (each position sees later items) but the batch has labels before the "
                 "last position, which later inputs would reveal: use data.train_mode: prefix, or causal: true"
             )
-        if isinstance(self.model, CountingRecommender):  # parameter-free (popularity): count, no gradient
-            self.model.observe(labels)
-            return None
         hidden = self.model(items)  # (B, L, d)
         labelled = labels > 0  # (B, L)
         h = hidden[labelled]  # (P, d)
         y = labels[labelled]  # (P,)
-        if self.loss_kind == "ce":
+        if self.loss_kind == "ce" and self.ce_chunk_rows is not None:
+            loss = fused_cross_entropy(h, self.model.item_embeddings(), self.model.item_bias(), y,
+                                       self.ce_chunk_rows, self.matmul_dtype())
+        elif self.loss_kind == "ce":  # the plain reference path: the whole (P, N+1) logits at once
             logits = self.model.score(h).float()  # (P, N+1)
             logits[:, 0] = -math.inf
             loss = F.cross_entropy(logits, y)
@@ -83,16 +91,40 @@ class NextItemTask(RecommendationTask):
             loss = F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos), reduction="sum")
             loss = loss + F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg), reduction="sum")
             loss = loss / y.shape[0]
+        return loss, int(y.shape[0])
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
+        """Loss over labelled positions; a parameter-free model (popularity) just counts labels."""
+        if isinstance(self.model, CountingRecommender):  # parameter-free (popularity): count, no gradient
+            self.check_ids(batch["items"], batch["labels"])
+            self.model.observe(batch["labels"])
+            return None
+        loss, count = self.loss(batch)
         self.check_finite(loss)
-        self.log("train/loss", loss, prog_bar=True, batch_size=y.shape[0])
+        self.log("train/loss", loss, prog_bar=True, batch_size=count)
         return loss
+
+    def macs_probe(self, batch: dict[str, Tensor], stage: str) -> Tensor | None:
+        """What the MACs callback counts: a training step's forward through the plain loss (the fused loss
+        runs the same products inside an autograd Function, which tracers do not see), or ``ranks``."""
+        if stage != "train":
+            return self.ranks(batch)
+        if isinstance(self.model, CountingRecommender):
+            return None  # no gradient step to count
+        fused, self.ce_chunk_rows = self.ce_chunk_rows, None
+        try:
+            return self.loss(batch)[0]
+        finally:
+            self.ce_chunk_rows = fused
 
     # --- evaluation -----------------------------------------------------------------------------
     def ranks(self, batch: dict[str, Tensor]) -> Tensor:
         """1-based rank of each query's target: among its candidates, or among the full catalogue."""
         items, target = batch["items"], batch["target"]  # (B, L), (B,)
         self.check_ids(items, target)
-        hidden = self.model(items)[:, -1]  # (B, d): the newest position (left padding)
+        if self.model.left_padding_invariant:  # exact: the dropped columns are padding in every row
+            items = items[:, min(leading_padding(items), items.shape[1] - 1):]
+        hidden = self.model.last_hidden(items)  # (B, d): the newest position (left padding)
         if "candidates" in batch:
             candidates = batch["candidates"]  # (B, C)
             self.check_ids(candidates)

@@ -12,7 +12,7 @@ from seqrec.callbacks.macs import MACsCallback, measure
 from seqrec.models.next_item.evornn import EvoRNN
 from seqrec.models.next_item.sasrec import SASRec
 from seqrec.tasks.next_item import NextItemTask
-from tests.cost.test_flops import BACKENDS, N, sasrec_macs
+from tests.cost.test_flops import BACKENDS, N, sasrec_last_macs, sasrec_macs
 
 # --- through the task and the callback ---
 
@@ -32,8 +32,9 @@ def test_scored_sequence_and_training_sample_through_the_task(backend):
     batch = _batch(L)
     encoder = sasrec_macs(L, d, 2, d)
     rows = batch["items"].shape[0]
-    # evaluation: encoder + the target's score (d) + every row of the catalogue (N + 1 rows, padding included)
-    assert measure(task, batch, "eval", backend).total == rows * (encoder + d + d * (N + 1))
+    # evaluation: the newest position's hidden (the last block for that query only) + the target's score (d)
+    # + every row of the catalogue (N + 1 rows, padding included)
+    assert measure(task, batch, "eval", backend).total == rows * (sasrec_last_macs(L, d, 2, d) + d + d * (N + 1))
     # training: encoder + full-softmax logits at every labelled position
     labelled = int((batch["labels"] > 0).sum())
     assert measure(task, batch, "train", backend).total == rows * encoder + labelled * d * (N + 1)

@@ -32,6 +32,12 @@ def sasrec_macs(L: int, d: int, blocks: int, ffn: int) -> int:
     return blocks * (4 * L * d * d + 2 * L * L * d + 2 * L * d * ffn)
 
 
+def sasrec_last_macs(L: int, d: int, blocks: int, ffn: int) -> int:
+    """``SASRec.last_hidden``: every block but the last in full; the last one for the newest query only
+    (Q and O projections 2·d², K and V 2·L·d², attention 2·L·d, FFN 2·d·f)."""
+    return sasrec_macs(L, d, blocks - 1, ffn) + 2 * d * d + 2 * L * d * d + 2 * L * d + 2 * d * ffn
+
+
 def lru_macs(L: int, d: int, layers: int, state: int) -> int:
     """Per layer: B (d→H complex: 2·L·d·H), Re C (2H→d: 2·L·H·d), PFFN 8·L·d², and the parallel scan:
     log2(P) levels of P/2 complex products λ^k ⊙ h (4 real MACs each) over H states, P = 2^⌈log2 L⌉."""

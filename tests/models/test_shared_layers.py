@@ -21,6 +21,7 @@ from torch import Tensor, nn
 import seqrec.models.ctr.transformer as transformer_module
 from seqrec.compress import METHODS, build
 from seqrec.models.ctr.transformer import CTRTransformer, RecencyBias
+from seqrec.models.layers import Dropout
 from seqrec.models.next_item.lru import PositionwiseFeedForward
 from seqrec.models.next_item.sasrec import SASRec
 
@@ -54,7 +55,7 @@ class OldPointWiseFeedForward(nn.Module):
         super().__init__()
         self.w1 = nn.Linear(d_model, hidden)
         self.w2 = nn.Linear(hidden, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return x + self.dropout(self.w2(F.relu(self.dropout(self.w1(x)))))
@@ -81,7 +82,7 @@ class OldSASRec(nn.Module):
         self.max_len, self.d_model = max_len, d_model
         self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
         self.position_embedding = nn.Embedding(max_len, d_model)
-        self.embedding_dropout = nn.Dropout(dropout)
+        self.embedding_dropout = Dropout(dropout)
         self.blocks = nn.ModuleList(OldSASRecBlock(d_model, num_heads, d_model, dropout) for _ in range(num_blocks))
         self.final_layer_norm = nn.LayerNorm(d_model, eps=1e-8)
         for name, param in self.named_parameters():
@@ -123,7 +124,7 @@ class OldCTRBlock(nn.Module):
         self.ffn_layer_norm = nn.LayerNorm(d_model)
         self.ffn_in = nn.Linear(d_model, ffn_dim)
         self.ffn_out = nn.Linear(ffn_dim, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def _heads(self, x: Tensor) -> Tensor:
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(-2, -3)
@@ -170,7 +171,7 @@ class OldLRUFeedForward(nn.Module):
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
         self.activation = nn.GELU()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.layer_norm = nn.LayerNorm(d_model)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqrec.models.layers import Dropout
+
 
 class CTRHead(nn.Module):
     """logit = w₂ᵀ GELU(W₁ [h; e; h ⊙ e] + b₁) + b₂ for user representation h and target embedding e."""
@@ -14,7 +16,7 @@ class CTRHead(nn.Module):
         super().__init__()
         self.hidden_layer = nn.Linear(3 * d_model, hidden)
         self.output_layer = nn.Linear(hidden, 1)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, h: Tensor, e: Tensor) -> Tensor:
         """h, e: (..., d) -> logits (...)."""

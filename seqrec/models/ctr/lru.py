@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from seqrec.models.base import CTRBackbone, truncated_normal_
 from seqrec.models.ctr.head import CTRHead
+from seqrec.models.layers import Dropout
 from seqrec.models.next_item.lru import LRUBlock
 
 
@@ -62,7 +63,7 @@ class CTRLRU(CTRBackbone):
             raise ValueError(f"num_items must be >= 1, got {num_items}")
         self.num_items, self.d_model = num_items, d_model
         self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
-        self.embedding_dropout = nn.Dropout(dropout)
+        self.embedding_dropout = Dropout(dropout)
         self.embedding_layer_norm = nn.LayerNorm(d_model)
         self.blocks = nn.ModuleList(
             LRUBlock(d_model, dropout, dropout, state_multiplier, r_min, r_max, scan) for _ in range(num_layers)

@@ -44,7 +44,7 @@ from torch import Tensor, nn
 from seqrec.models.base import CTRBackbone, truncated_normal_
 from seqrec.models.ctr.head import CTRHead
 from seqrec.models.ctr.state import Compressor, KVState, LayerCache, LayerTrace, TokenState
-from seqrec.models.layers import FeedForward, MultiHeadAttention
+from seqrec.models.layers import Dropout, FeedForward, MultiHeadAttention
 
 __all__ = ["CTRBlock", "CTRHead", "CTRTransformer", "Compressor", "KVState", "LayerCache", "LayerTrace",
            "RecencyBias", "TokenState", "causal_allowed", "recency_bucket"]
@@ -99,7 +99,7 @@ class CTRBlock(nn.Module):
         self.attention = MultiHeadAttention(d_model, num_heads, dropout)
         self.ffn_layer_norm = nn.LayerNorm(d_model)
         self.ffn = FeedForward(d_model, ffn_dim, dropout, activation="gelu")
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """x (B, n, d) -> q, k, v (B, h, n, d/h) of LN(x)."""
@@ -180,7 +180,7 @@ class CTRTransformer(CTRBackbone):
         self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
         self.position_embedding = nn.Embedding(max_len + 1, d_model)
         self.target_marker = nn.Parameter(torch.zeros(d_model))
-        self.embedding_dropout = nn.Dropout(dropout)
+        self.embedding_dropout = Dropout(dropout)
         self.blocks = nn.ModuleList(
             CTRBlock(d_model, num_heads, ffn_dim or 4 * d_model, dropout, recency_buckets, max_len) for _ in range(num_layers)
         )

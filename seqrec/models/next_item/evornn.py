@@ -48,6 +48,7 @@ import torch
 from torch import Tensor, nn
 
 from seqrec.models.base import SequenceRecommender, truncated_normal_
+from seqrec.models.layers import Dropout
 
 Schedule = Literal["segments", "power_law"]
 
@@ -172,7 +173,7 @@ class EvoRNN(SequenceRecommender):
         self.hidden_sizes: list[int] = [int(h) for h in hidden_sizes]
         self.segment_lengths: list[int] = [int(n) for n in segment_lengths]
         self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.cells = nn.ModuleList(nn.GRUCell(d_model, h) for h in self.hidden_sizes)
         self.projections = nn.ModuleList(
             nn.Linear(a, b, bias=False) for a, b in zip(self.hidden_sizes[:-1], self.hidden_sizes[1:])

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from seqrec.models.base import SequenceRecommender
+from seqrec.models.layers import Dropout
 
 
 def rotate_rows(x: Tensor, shift: Tensor) -> Tensor:
@@ -43,7 +44,7 @@ class GRU4Rec(SequenceRecommender):
             raise ValueError(f"num_items must be >= 1, got {num_items}")
         self.num_items, self.d_model, self.hidden_size, self.num_layers = num_items, d_model, hidden_size, num_layers
         self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
-        self.embedding_dropout = nn.Dropout(dropout)
+        self.embedding_dropout = Dropout(dropout)
         self.gru = nn.GRU(d_model, hidden_size, num_layers=num_layers, bias=False, batch_first=True)
         self.dense = nn.Linear(hidden_size, d_model)
         self.reset_parameters()

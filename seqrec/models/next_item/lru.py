@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqrec.models.base import RecurrentState, SequenceRecommender, truncated_normal_
-from seqrec.models.layers import FeedForward
+from seqrec.models.layers import Dropout, FeedForward
 
 SCANS = ("parallel", "sequential", "auto")
 
@@ -171,7 +171,7 @@ class LRULayer(nn.Module):
 
         self.in_proj = ComplexLinear(d_model, width)  # B, b_B: d -> H
         self.out_proj = ComplexLinear(width, d_model, imag_bias=False)  # C, Re b_C: H -> d
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.layer_norm = nn.LayerNorm(d_model)
 
     def coefficients(self) -> tuple[Tensor, Tensor]:
@@ -195,6 +195,16 @@ class LRULayer(nn.Module):
             if parallel:
                 return parallel_scan(log_lambda, u)
             return sequential_scan(log_lambda, u)
+
+    def final_state(self, x: Tensor, mask: Tensor) -> Tensor:
+        """h_{L-1} = Σ_s λ^{L-1-s} u_s for x (B, L, d), mask (B, L) -> (B, H) complex64 (equals states()[:, -1])."""
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            log_lambda, gamma = self.coefficients()
+            u = self.drive(x.float(), mask, gamma)  # (B, L, H)
+            length = u.shape[1]
+            k = torch.arange(length - 1, -1, -1, device=u.device, dtype=torch.float64)  # L-1 .. 0
+            decay = torch.exp(k[:, None] * log_lambda.to(torch.complex128)[None, :]).to(torch.complex64)  # (L, H)
+            return torch.einsum("blh,lh->bh", u, decay)
 
     def readout(self, h: Tensor, x: Tensor) -> Tensor:
         """y = LayerNorm(Dropout(Re(C h + b_C)) + x): h (..., H), x (..., d) -> (..., d) float32."""
@@ -262,6 +272,8 @@ class LRURec(SequenceRecommender):
     ``bert_attn_dropout``; ``dropout`` is used for the embedding and the PFFN (``bert_dropout``).
     """
 
+    left_padding_invariant = True  # padding never carries state and no position is counted
+
     def __init__(
         self,
         num_items: int,
@@ -281,7 +293,7 @@ class LRURec(SequenceRecommender):
         self.d_model = d_model
         lru_dropout = dropout if lru_dropout is None else lru_dropout
         self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
-        self.embedding_dropout = nn.Dropout(dropout)
+        self.embedding_dropout = Dropout(dropout)
         self.embedding_layer_norm = nn.LayerNorm(d_model)
         self.blocks = nn.ModuleList(
             LRUBlock(d_model, dropout, lru_dropout, state_multiplier, r_min, r_max, scan)
@@ -322,6 +334,20 @@ class LRURec(SequenceRecommender):
         for block in self.blocks:
             x = block(x, mask)
         return x
+
+    def last_hidden(self, items: Tensor) -> Tensor:
+        """forward(items)[:, -1] with the last block at the newest position only: (B, L) -> (B, d).
+
+        The last LRU layer needs only its final state h_{L-1} = Σ_s λ^{L-1-s} u_s (one weighted sum, no
+        scan), and its readout and PFFN only that position.
+        """
+        mask = items > 0  # (B, L)
+        x = self.embed(items)  # (B, L, d)
+        for block in self.blocks[:-1]:
+            x = block(x, mask)
+        last = self.blocks[-1]
+        h = last.lru_layer.final_state(x, mask)  # (B, H)
+        return last.feed_forward(last.lru_layer.readout(h, x[:, -1]))  # (B, d)
 
     def item_embeddings(self) -> Tensor:
         """(num_items + 1, d) tied item table."""

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from seqrec.models.base import SequenceRecommender
-from seqrec.models.layers import FeedForward, MultiHeadAttention
+from seqrec.models.layers import Dropout, FeedForward, MultiHeadAttention
 
 
 class SASRecBlock(nn.Module):
@@ -25,7 +25,7 @@ class SASRecBlock(nn.Module):
         self.attention = MultiHeadAttention(d_model, num_heads, dropout)
         self.ffn_layer_norm = nn.LayerNorm(d_model, eps=1e-8)
         self.ffn = FeedForward(d_model, ffn_dim, dropout, activation="relu")
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, allowed: Tensor, keep: Tensor) -> Tensor:
         """x: (B, L, d); allowed: (B, 1, L, L) bool, True where query i may attend key j; keep: (B, L, 1) float, 0 at padding."""
@@ -34,6 +34,13 @@ class SASRecBlock(nn.Module):
         z = self.ffn_layer_norm(x)
         x = z + self.dropout(self.ffn(z))
         return x * keep
+
+    def forward_last(self, x: Tensor, allowed: Tensor, keep: Tensor) -> Tensor:
+        """The block's output at the newest position only: x (B, L, d), allowed (B, 1, 1, L), keep (B, 1, 1) -> (B, 1, d)."""
+        q = self.attn_layer_norm(x[:, -1:])  # (B, 1, d)
+        x_last = q + self.attention(q, x, allowed)  # one query over all L keys
+        z = self.ffn_layer_norm(x_last)
+        return (z + self.dropout(self.ffn(z))) * keep
 
 
 class SASRec(SequenceRecommender):
@@ -45,6 +52,8 @@ class SASRec(SequenceRecommender):
     official TF code's key masking); a padded query attends only to itself to stay finite.
     Scores are tied: s_i = h · E_i (no bias).
     """
+
+    left_padding_invariant = True  # positions count back from the newest event; padded keys are never read
 
     def __init__(
         self,
@@ -62,7 +71,7 @@ class SASRec(SequenceRecommender):
         self.num_items, self.max_len, self.d_model = num_items, max_len, d_model
         self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
         self.position_embedding = nn.Embedding(max_len, d_model)
-        self.embedding_dropout = nn.Dropout(dropout)
+        self.embedding_dropout = Dropout(dropout)
         self.blocks = nn.ModuleList(
             SASRecBlock(d_model, num_heads, ffn_dim or d_model, dropout) for _ in range(num_blocks)
         )
@@ -85,8 +94,8 @@ class SASRec(SequenceRecommender):
         """(N + 1, d) tied item table."""
         return self.item_embedding.weight
 
-    def forward(self, items: Tensor) -> Tensor:
-        """items: (B, L) left-padded ids -> hidden (B, L, d); rows at padding are zero before the final LN."""
+    def _embed(self, items: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(x (B, L, d) embedded with right-aligned positions, allowed (B, 1, L, L), keep (B, L, 1))."""
         B, L = items.shape
         if L > self.max_len:
             raise ValueError(f"sequence length {L} exceeds max_len={self.max_len} of the position table")
@@ -98,7 +107,19 @@ class SASRec(SequenceRecommender):
         causal = torch.ones(L, L, dtype=torch.bool, device=items.device).tril()  # (L, L)
         eye = torch.eye(L, dtype=torch.bool, device=items.device)
         allowed = (causal & real.unsqueeze(1)) | eye  # (B, L, L): key j real and j <= i, or j == i
-        allowed = allowed.unsqueeze(1)  # (B, 1, L, L)
+        return x, allowed.unsqueeze(1), keep  # (B, 1, L, L)
+
+    def forward(self, items: Tensor) -> Tensor:
+        """items: (B, L) left-padded ids -> hidden (B, L, d); rows at padding are zero before the final LN."""
+        x, allowed, keep = self._embed(items)
         for block in self.blocks:
             x = block(x, allowed, keep)
         return self.final_layer_norm(x)  # (B, L, d)
+
+    def last_hidden(self, items: Tensor) -> Tensor:
+        """forward(items)[:, -1] computing the last block for the newest position only: (B, L) -> (B, d)."""
+        x, allowed, keep = self._embed(items)
+        for block in self.blocks[:-1]:
+            x = block(x, allowed, keep)
+        x = self.blocks[-1].forward_last(x, allowed[:, :, -1:], keep[:, -1:])  # (B, 1, d)
+        return self.final_layer_norm(x[:, 0])  # (B, d)

@@ -1,0 +1,55 @@
+"""Evaluation shortcuts are exact: ``last_hidden`` equals ``forward(...)[:, -1]`` and left-padding-invariant
+models give the same newest hidden state with leading padding columns dropped."""
+
+import pytest
+import torch
+
+from seqrec.models.base import SequenceRecommender
+from seqrec.models.next_item.evornn import EvoRNN
+from seqrec.models.next_item.gru4rec import GRU4Rec
+from seqrec.models.next_item.lru import LRURec
+from seqrec.models.next_item.sasrec import SASRec
+
+N, L = 40, 12
+
+
+def models() -> dict[str, SequenceRecommender]:
+    torch.manual_seed(0)
+    return {
+        "lru": LRURec(N, d_model=16, num_layers=2, scan="sequential"),
+        "lru-parallel": LRURec(N, d_model=16, num_layers=2, scan="parallel"),
+        "sasrec": SASRec(N, max_len=L, d_model=16, num_blocks=2, num_heads=2),
+        "gru4rec": GRU4Rec(N, d_model=16),
+        "evornn": EvoRNN(N, max_len=L, d_model=16),
+    }
+
+
+def batch() -> torch.Tensor:
+    torch.manual_seed(1)
+    items = torch.randint(1, N + 1, (5, L))
+    for row, pad in enumerate([0, 3, 7, 11, 5]):
+        items[row, :pad] = 0
+    return items
+
+
+@pytest.mark.parametrize("name", list(models()))
+def test_last_hidden_equals_the_last_position_of_forward(name):
+    model = models()[name].eval()
+    items = batch()
+    with torch.no_grad():
+        torch.testing.assert_close(model.last_hidden(items), model(items)[:, -1], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", [n for n, m in models().items() if m.left_padding_invariant])
+def test_dropping_common_leading_padding_changes_nothing(name):
+    model = models()[name].eval()
+    items = batch()[2:4]  # both rows start with at least 7 padding columns
+    with torch.no_grad():
+        full = model(items)
+        trimmed = model(items[:, 7:])
+    torch.testing.assert_close(trimmed, full[:, 7:], rtol=1e-5, atol=1e-5)
+
+
+def test_invariance_is_declared_by_lru_and_sasrec_only():
+    flags = {name: m.left_padding_invariant for name, m in models().items()}
+    assert flags == {"lru": True, "lru-parallel": True, "sasrec": True, "gru4rec": False, "evornn": False}
