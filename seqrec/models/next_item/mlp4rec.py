@@ -25,19 +25,30 @@ Choices and deviations (each an option):
   sequence-mixing weight matrices MADE-style (hidden unit k belongs to position k // 4; W1 lets it read
   positions ≤ k // 4, W2 lets output j read hidden units of positions ≤ j), so output t depends on inputs
   ≤ t only.
-- Padding: sequences are left-padded (newest item at L - 1; the official RecBole code right-pads and
-  reads position ``len - 1``). With ``mask_padding=True`` (default) every channel is zeroed at padded
-  positions at the input and after every mixer, so padded positions carry no content into real ones (only
-  the sequence mixer's fixed per-position bias remains). ``False`` is the official behaviour (padding
-  rows evolve like real ones).
+- Padding: the data are left-padded (newest item at L - 1). ``padding_side="right"`` (the official RecBole
+  behaviour) moves each row's items to positions 0..n-1 before mixing and reads the newest item's hidden
+  at position n - 1 (returned at L - 1, where the task reads it); since the sequence mixer has one weight
+  per absolute position, the two sides give different functions. ``"left"`` mixes the left-padded rows as
+  they come. With ``mask_padding=True`` every channel is zeroed at padded positions at the input and after
+  every mixer, so padded positions carry no content into real ones (only the sequence mixer's fixed
+  per-position bias remains). ``False`` is the official behaviour (padding rows evolve like real ones).
+- LayerNorm epsilon: ``mixer_layer_norm_eps`` for the mixers' pre-norms (official 1e-5, PyTorch's default
+  there), ``layer_norm_eps`` for the final LayerNorm (official 1e-12, RecBole's config).
 - Initialisation as the official code: embeddings and channel-mixer Linears N(0, 0.02), biases 0;
   sequence and feature mixers keep PyTorch's default (they are ``Conv1d(kernel_size=1)`` there, which
-  RecBole's initialiser skips). The padding rows of the item and token embeddings are zero.
+  RecBole's initialiser skips). ``zero_padding_row=False`` (official) leaves the N(0, 0.02) draw in the
+  padding rows of the item and token embeddings (RecBole's initialiser overwrites them; ``padding_idx``
+  keeps them frozen); ``True`` zeroes them.
+- The official settings are the default of the ``mlp4rec_*`` configs (``padding_side: right``,
+  ``mask_padding: false``, ``mixer_layer_norm_eps: 1e-5``, ``zero_padding_row: false``, and the release
+  year as a category); this class's defaults keep the earlier left-padded, masked variant.
 - The item-feature tables are model buffers (``set_item_features``, called once by the task with the
   datamodule's tables), so a batch carries item ids only and a checkpoint is self-contained.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -175,6 +186,9 @@ class MLP4Rec(SequenceRecommender):
         mask_padding: bool = True,
         layer_norm_eps: float = 1e-12,
         init_std: float = 0.02,
+        padding_side: Literal["left", "right"] = "left",
+        mixer_layer_norm_eps: float | None = None,
+        zero_padding_row: bool = True,
     ) -> None:
         super().__init__()
         if num_items < 1:
@@ -182,7 +196,11 @@ class MLP4Rec(SequenceRecommender):
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         self.num_items, self.max_len, self.d_model = num_items, max_len, d_model
+        if padding_side not in ("left", "right"):
+            raise ValueError(f"padding_side must be 'left' or 'right', got {padding_side!r}")
         self.num_layers, self.causal, self.mask_padding = num_layers, causal, mask_padding
+        self.padding_side, self.zero_padding_row = padding_side, zero_padding_row
+        mixer_eps = layer_norm_eps if mixer_layer_norm_eps is None else mixer_layer_norm_eps
         self.feature_spec = [dict(s) for s in (feature_spec or [])]
         self.feature_names = [str(s["name"]) for s in self.feature_spec]
         if len(set(self.feature_names)) != len(self.feature_names):
@@ -193,7 +211,7 @@ class MLP4Rec(SequenceRecommender):
             for s in self.feature_spec
         )
         channels = len(self.feature_spec) + 1
-        make = lambda: MixerLayer(max_len, d_model, channels, expansion, dropout, layer_norm_eps, causal)  # noqa: E731
+        make = lambda: MixerLayer(max_len, d_model, channels, expansion, dropout, mixer_eps, causal)  # noqa: E731
         self.layers = nn.ModuleList([make()] if share_mixers else [make() for _ in range(num_layers)])
         self.share_mixers = share_mixers
         self.final_layer_norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
@@ -205,13 +223,15 @@ class MLP4Rec(SequenceRecommender):
         """N(0, std) embeddings, float-feature vectors and channel-mixer weights, zero biases; padding rows zero."""
         with torch.no_grad():
             nn.init.normal_(self.item_embedding.weight, std=std)
-            self.item_embedding.weight[0].zero_()
+            if self.zero_padding_row:
+                self.item_embedding.weight[0].zero_()
             for encoder in self.feature_encoders:
                 if encoder.kind == "float":
                     nn.init.normal_(encoder.vector, std=std)
                 else:
                     nn.init.normal_(encoder.embedding.weight, std=std)
-                    encoder.embedding.weight[0].zero_()
+                    if self.zero_padding_row:
+                        encoder.embedding.weight[0].zero_()
             for layer in self.layers:
                 for linear in (layer.channel_mixer.fc1, layer.channel_mixer.fc2):
                     nn.init.normal_(linear.weight, std=std)
@@ -257,10 +277,19 @@ class MLP4Rec(SequenceRecommender):
                 f"item features {self.feature_names} were never set: call set_item_features(tables) with the "
                 "datamodule's item_feature_tables() (the task does this in setup)"
             )
+        shift = None
+        if self.padding_side == "right":  # move each row's n items to positions 0..n-1 (official layout)
+            shift = (L - (items != 0).sum(dim=1, keepdim=True)) % L  # (B, 1) leading padding per row
+            positions = torch.arange(L, device=items.device).unsqueeze(0)  # (1, L)
+            items = items.gather(1, (positions + shift) % L)  # (B, L) right-padded
         keep = (items != 0).unsqueeze(-1).to(self.item_embedding.weight.dtype) if self.mask_padding else None  # (B, L, 1)
         x = self.embed(items)  # (C, B, L, d)
         if keep is not None:
             x = x * keep
         for i in range(self.num_layers):
             x = self.layers[0 if self.share_mixers else i](x, keep)
-        return self.final_layer_norm(x[0])  # (B, L, d)
+        hidden = self.final_layer_norm(x[0])  # (B, L, d)
+        if shift is not None:  # back to the left-padded layout: the newest item's hidden (position n-1) at L-1
+            back = (positions - shift) % L  # (B, L)
+            hidden = hidden.gather(1, back.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
+        return hidden

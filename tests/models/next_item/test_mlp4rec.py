@@ -249,3 +249,28 @@ def test_real_beauty_config_runs_a_few_steps(shared_data, tmp_path):
         "--trainer.logger.init_args.save_dir", str(tmp_path), "--trainer.default_root_dir", str(tmp_path), "--threads", "1",
     ])
     assert set(results) >= {"test/hr@10", "test/ndcg@10", "test/mrr@10"}
+
+
+def test_right_padding_reads_the_newest_item_at_position_len_minus_one():
+    """padding_side="right" equals mixing the right-padded rows and reading position n - 1 (the official code)."""
+    torch.manual_seed(0)
+    right = MLP4Rec(num_items=30, max_len=6, d_model=8, num_layers=2, padding_side="right", mask_padding=False).eval()
+    left = MLP4Rec(num_items=30, max_len=6, d_model=8, num_layers=2, padding_side="left", mask_padding=False).eval()
+    left.load_state_dict(right.state_dict())
+    items = torch.tensor([[0, 0, 0, 4, 5, 6], [1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 0, 9]])
+    lengths = (items != 0).sum(dim=1)
+    right_padded = torch.stack([torch.cat([row[row != 0], row[row == 0]]) for row in items])
+    with torch.no_grad():
+        expected = left(right_padded)[torch.arange(3), lengths - 1]
+        torch.testing.assert_close(right(items)[:, -1], expected)
+        torch.testing.assert_close(right.last_hidden(items), expected)
+
+
+def test_official_initialisation_options():
+    torch.manual_seed(0)
+    official = MLP4Rec(num_items=30, max_len=6, d_model=8, zero_padding_row=False, mixer_layer_norm_eps=1e-5)
+    assert official.item_embedding.weight[0].abs().sum() > 0
+    assert official.layers[0].sequence_mixer.layer_norm.eps == 1e-5 and official.final_layer_norm.eps == 1e-12
+    assert MLP4Rec(num_items=30, max_len=6, d_model=8).item_embedding.weight[0].abs().sum() == 0
+    with pytest.raises(ValueError, match="padding_side"):
+        MLP4Rec(num_items=30, max_len=6, d_model=8, padding_side="middle")
