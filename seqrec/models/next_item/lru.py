@@ -78,15 +78,54 @@ def parallel_scan(log_lambda: Tensor, u: Tensor) -> Tensor:
     return h.reshape(batch, padded, width)[:, padded - length :]  # (B, L, H)
 
 
+class _LinearRecurrence(torch.autograd.Function):
+    """h_t = λ ⊙ h_{t-1} + u_t along dim 1, written out with its adjoint so autograd records one node.
+
+    Backward (conjugate-Wirtinger convention of torch's complex autograd): with g_t = ∂ℓ/∂h_t* accumulated
+    from the end, g_t ← ∂ℓ/∂h_t* + conj(λ) ⊙ g_{t+1}; then ∂ℓ/∂u_t* = g_t, ∂ℓ/∂λ* = Σ_{b,t} g_t ⊙ conj(h_{t-1})
+    and ∂ℓ/∂h0* = conj(λ) ⊙ g_0. Recording each step as autograd nodes instead (L multiplies, adds, a stack
+    and an unbind) made half of LRURec's layer time on CPU bookkeeping: here each step is two in-place ops.
+    """
+
+    @staticmethod
+    def forward(ctx, lam: Tensor, u: Tensor, h0: Tensor) -> Tensor:  # noqa: ANN001
+        """lam (H,), u (B, L, H), h0 (B, H) complex -> h (B, L, H)."""
+        h = torch.empty_like(u, memory_format=torch.contiguous_format)  # (B, L, H)
+        prev = h0
+        for t in range(u.shape[1]):
+            torch.mul(prev, lam, out=h[:, t])
+            h[:, t].add_(u[:, t])
+            prev = h[:, t]
+        ctx.save_for_backward(lam, h, h0)
+        return h
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # noqa: ANN001, ANN205 (autograd signature)
+        """The adjoint recurrence, run backwards in time (see the class docstring)."""
+        lam, h, h0 = ctx.saved_tensors
+        lam_conj = lam.conj()
+        g = torch.empty_like(h)  # (B, L, H)
+        nxt = None
+        for t in range(h.shape[1] - 1, -1, -1):
+            if nxt is None:
+                g[:, t].copy_(grad[:, t])
+            else:
+                torch.mul(nxt, lam_conj, out=g[:, t])
+                g[:, t].add_(grad[:, t])
+            nxt = g[:, t]
+        grad_lam = grad_h0 = None
+        if ctx.needs_input_grad[0]:
+            previous = torch.cat([h0.unsqueeze(1), h[:, :-1]], dim=1)  # (B, L, H): h_{t-1}
+            grad_lam = (g * previous.conj()).sum(dim=(0, 1))  # (H,)
+        if ctx.needs_input_grad[2]:
+            grad_h0 = nxt * lam_conj
+        return grad_lam, g, grad_h0
+
+
 def sequential_scan(log_lambda: Tensor, u: Tensor, h0: Tensor | None = None) -> Tensor:
-    """Exact step-by-step recurrence h_t = λ ⊙ h_{t-1} + u_t (h_{-1} = h0 or 0) -> (B, L, H)."""
-    lam = torch.exp(log_lambda)  # (H,)
-    h = u.new_zeros(u.shape[0], u.shape[2]) if h0 is None else h0  # (B, H)
-    states = []
-    for u_t in u.unbind(dim=1):  # unbind: one O(B·L·H) backward, not L full-size slice gradients
-        h = lam * h + u_t  # (B, H)
-        states.append(h)
-    return torch.stack(states, dim=1)  # (B, L, H)
+    """Exact step-by-step recurrence h_t = λ ⊙ h_{t-1} + u_t (h_{-1} = h0 or 0): u (B, L, H) -> (B, L, H)."""
+    h0 = u.new_zeros(u.shape[0], u.shape[2]) if h0 is None else h0  # (B, H)
+    return _LinearRecurrence.apply(torch.exp(log_lambda), u, h0)
 
 
 class ComplexLinear(nn.Module):
@@ -113,21 +152,34 @@ class ComplexLinear(nn.Module):
         for p in self.parameters():
             truncated_normal_(p)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """Real x (..., in) -> complex W x + b (..., out)."""
-        weight = torch.cat([self.weight_real, self.weight_imag]).float()  # (2·out, in)
+    def forward(self, x: Tensor, scale: Tensor | None = None) -> Tensor:
+        """Real x (..., in) -> complex s ⊙ (W x + b) (..., out), s a real per-output scale (default 1).
+
+        The real and imaginary weight rows are interleaved so the real product's output, viewed as pairs,
+        is the complex result without a copy (``torch.view_as_complex``); s is folded into the weights.
+        """
+        weight = torch.stack([self.weight_real, self.weight_imag], dim=1).float()  # (out, 2, in)
         bias = None
         if self.bias_real is not None:
             imag = self.bias_imag if self.bias_imag is not None else torch.zeros_like(self.bias_real)
-            bias = torch.cat([self.bias_real, imag]).float()  # (2·out,)
-        z = F.linear(x.float(), weight, bias)  # (..., 2·out)
-        return torch.complex(z[..., : self.out_features], z[..., self.out_features :])  # (..., out)
+            bias = torch.stack([self.bias_real, imag], dim=1).float()  # (out, 2)
+        if scale is not None:
+            weight = weight * scale.float()[:, None, None]
+            bias = None if bias is None else bias * scale.float()[:, None]
+        z = F.linear(x.float(), weight.reshape(2 * self.out_features, self.in_features),
+                     None if bias is None else bias.reshape(-1))  # (..., 2·out) as (re, im) pairs
+        return torch.view_as_complex(z.view(*z.shape[:-1], self.out_features, 2))  # (..., out)
 
     def real_part(self, h: Tensor) -> Tensor:
-        """Complex h (..., in) -> Re(W h + b) (..., out), real float32."""
-        weight = torch.cat([self.weight_real, -self.weight_imag], dim=1).float()  # (out, 2·in)
+        """Complex h (..., in) -> Re(W h + b) (..., out) = W_re·Re h − W_im·Im h + b_re, real float32.
+
+        Reads h through ``torch.view_as_real`` (its (re, im) pairs as 2·in real columns, no copy) against
+        the interleaved columns (W_re, −W_im).
+        """
+        weight = torch.stack([self.weight_real, -self.weight_imag], dim=2).float()  # (out, in, 2)
         bias = None if self.bias_real is None else self.bias_real.float()
-        return F.linear(torch.cat([h.real, h.imag], dim=-1), weight, bias)  # (..., out)
+        pairs = torch.view_as_real(h.resolve_conj()).reshape(*h.shape[:-1], 2 * self.in_features)  # (..., 2·in)
+        return F.linear(pairs, weight.reshape(self.out_features, 2 * self.in_features), bias)  # (..., out)
 
 
 class LRULayer(nn.Module):
@@ -181,7 +233,7 @@ class LRULayer(nn.Module):
 
     def drive(self, x: Tensor, mask: Tensor, gamma: Tensor) -> Tensor:
         """u_t = γ ⊙ (B x_t + b_B), zero where mask is False: x (..., d), mask (...) -> (..., H)."""
-        u = self.in_proj(x) * gamma  # (..., H) complex64
+        u = self.in_proj(x, scale=gamma)  # (..., H) complex64
         return u.masked_fill(~mask.unsqueeze(-1), 0)
 
     def states(self, x: Tensor, mask: Tensor) -> Tensor:

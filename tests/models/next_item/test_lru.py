@@ -284,3 +284,31 @@ def test_scores_shape_and_tied_table() -> None:
     assert model.item_embeddings() is model.item_embedding.weight
     candidates = torch.randint(1, 41, (2, 7, 5))
     torch.testing.assert_close(model.score(hidden, candidates), scores.gather(-1, candidates))
+
+
+def test_the_hand_written_recurrence_has_exact_gradients():
+    """gradcheck of the sequential scan's adjoint (λ, u and the initial state), in complex128."""
+    from seqrec.models.next_item.lru import _LinearRecurrence
+
+    torch.manual_seed(0)
+    lam = (0.9 * torch.exp(1j * torch.rand(5, dtype=torch.float64))).requires_grad_(True)
+    u = torch.randn(3, 7, 5, dtype=torch.complex128, requires_grad=True)
+    h0 = torch.randn(3, 5, dtype=torch.complex128, requires_grad=True)
+    assert torch.autograd.gradcheck(_LinearRecurrence.apply, (lam, u, h0))
+
+
+def test_complex_linear_equals_the_complex_arithmetic_it_stands_for():
+    from seqrec.models.next_item.lru import ComplexLinear
+
+    torch.manual_seed(0)
+    layer = ComplexLinear(6, 4)
+    x = torch.randn(2, 3, 6)
+    scale = torch.rand(4)
+    W = torch.complex(layer.weight_real, layer.weight_imag)
+    b = torch.complex(layer.bias_real, layer.bias_imag)
+    expected = scale * (x.to(torch.complex64) @ W.T + b)
+    torch.testing.assert_close(layer(x, scale=scale), expected, rtol=1e-5, atol=1e-6)
+    back = ComplexLinear(4, 6, imag_bias=False)
+    h = torch.randn(2, 3, 4, dtype=torch.complex64)
+    W2 = torch.complex(back.weight_real, back.weight_imag)
+    torch.testing.assert_close(back.real_part(h), (h @ W2.T).real + back.bias_real, rtol=1e-5, atol=1e-6)
