@@ -89,37 +89,31 @@ class _LinearRecurrence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, lam: Tensor, u: Tensor, h0: Tensor) -> Tensor:  # noqa: ANN001
-        """lam (H,), u (B, L, H), h0 (B, H) complex -> h (B, L, H)."""
-        h = torch.empty_like(u, memory_format=torch.contiguous_format)  # (B, L, H)
+        """lam (H,), u (B, L, H), h0 (B, H) complex -> h (B, L, H) (a view of a time-major buffer)."""
+        u_time = u.transpose(0, 1).contiguous()  # (L, B, H): each step reads and writes one contiguous slab
+        h = torch.empty_like(u_time)
         prev = h0
-        for t in range(u.shape[1]):
-            torch.mul(prev, lam, out=h[:, t])
-            h[:, t].add_(u[:, t])
-            prev = h[:, t]
+        for t in range(u_time.shape[0]):
+            torch.mul(prev, lam, out=h[t])
+            h[t].add_(u_time[t])
+            prev = h[t]
         ctx.save_for_backward(lam, h, h0)
-        return h
+        return h.transpose(0, 1)
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # noqa: ANN001, ANN205 (autograd signature)
         """The adjoint recurrence, run backwards in time (see the class docstring)."""
-        lam, h, h0 = ctx.saved_tensors
+        lam, h, h0 = ctx.saved_tensors  # h (L, B, H)
         lam_conj = lam.conj()
-        g = torch.empty_like(h)  # (B, L, H)
-        nxt = None
-        for t in range(h.shape[1] - 1, -1, -1):
-            if nxt is None:
-                g[:, t].copy_(grad[:, t])
-            else:
-                torch.mul(nxt, lam_conj, out=g[:, t])
-                g[:, t].add_(grad[:, t])
-            nxt = g[:, t]
+        g = grad.transpose(0, 1).contiguous()  # (L, B, H), accumulated in place from the end
+        for t in range(g.shape[0] - 2, -1, -1):
+            g[t].add_(g[t + 1] * lam_conj)
         grad_lam = grad_h0 = None
         if ctx.needs_input_grad[0]:
-            previous = torch.cat([h0.unsqueeze(1), h[:, :-1]], dim=1)  # (B, L, H): h_{t-1}
-            grad_lam = (g * previous.conj()).sum(dim=(0, 1))  # (H,)
+            grad_lam = (g[0] * h0.conj()).sum(dim=0) + (g[1:] * h[:-1].conj()).sum(dim=(0, 1))  # (H,)
         if ctx.needs_input_grad[2]:
-            grad_h0 = nxt * lam_conj
-        return grad_lam, g, grad_h0
+            grad_h0 = g[0] * lam_conj
+        return grad_lam, g.transpose(0, 1), grad_h0
 
 
 def sequential_scan(log_lambda: Tensor, u: Tensor, h0: Tensor | None = None) -> Tensor:
