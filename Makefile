@@ -28,8 +28,11 @@ test: setup
 lint: setup
 	$(VENV)/bin/ruff check seqrec tests
 
+# bench: the pipeline benchmark, then the speed benchmark (its ML-1M rows need SEQREC_SHARED_DATA; the official
+# LRURec comparison runs when SEQREC_LRUREC_OFFICIAL names a checkout of github.com/yueqirex/LRURec).
 bench: setup
 	$(PY) -m seqrec bench pipeline --out results/BENCHMARKS.md $(ARGS)
+	$(PY) -m seqrec bench speed --out results/BENCHMARKS.md $(if $(SEQREC_LRUREC_OFFICIAL),--official-lrurec "$(SEQREC_LRUREC_OFFICIAL)") $(SPEED_ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -343,6 +343,7 @@ def flop_counter_mapping() -> dict[Any, Callable[..., int]]:
         aten.dot: _product_flops(0, 1),
         aten.vdot: _product_flops(0, 1),
         aten.addmm: _product_flops(1, 2),
+        aten.addmm_: _product_flops(1, 2),  # in-place accumulation (the fused loss's weight gradient)
         aten.baddbmm: _product_flops(1, 2),
         aten.addmv: _product_flops(1, 2),
         aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_flops,
