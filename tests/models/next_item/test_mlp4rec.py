@@ -274,3 +274,19 @@ def test_official_initialisation_options():
     assert MLP4Rec(num_items=30, max_len=6, d_model=8).item_embedding.weight[0].abs().sum() == 0
     with pytest.raises(ValueError, match="padding_side"):
         MLP4Rec(num_items=30, max_len=6, d_model=8, padding_side="middle")
+
+
+def test_layer_checkpointing_gives_the_same_loss_and_gradients():
+    torch.manual_seed(0)
+    plain = MLP4Rec(num_items=30, max_len=6, d_model=8, num_layers=2, dropout=0.3)
+    saved = MLP4Rec(num_items=30, max_len=6, d_model=8, num_layers=2, dropout=0.3, checkpoint_layers=True)
+    saved.load_state_dict(plain.state_dict())
+    items = torch.tensor([[0, 0, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6]])
+    grads = []
+    for model in (plain, saved):
+        torch.manual_seed(7)  # the same dropout masks in both
+        model.train()
+        model(items).square().sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b)
