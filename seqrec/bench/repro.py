@@ -1,50 +1,205 @@
-"""Reproduction harness: run paper-protocol configs and compare test metrics with the papers' figures.
+"""Reproduction harness: run LRURec's paper-protocol cells and compare their test metrics with the paper.
 
-``python -m seqrec repro --configs lru_ml1m sasrec_ml1m [--shared-data DIR] [--resume]
-[--max-time 00:02:00:00] [--out results/REPRODUCTION.md] [-- extra overrides]``
+``python -m seqrec repro [--configs lru_ml1m sasrec_ml1m ... | all] [--shared-data DIR] [--resume]
+[--max-time 00:02:00:00] [--hardware LABEL] [--out results/REPRODUCTION.md] [--report-only] [-- extra flags]``
 
-Each config runs in its own process (``python -m seqrec fit``) so wall times are clean; a run can be
-bounded with ``--max-time`` and continued in a later sitting with ``--resume`` (``--ckpt_path last``:
-same metrics as an uninterrupted run, tested in tests/test_fit.py). Partial runs are labelled as such
-in the table. ``--shared-data`` swaps the raw-data sources for the exact files LRURec trained on
-(``lrurec/ml-1m.txt.gz``, ``lrurec/beauty.txt.gz``), for machines without access to GroupLens.
+The cells are LRURec's benchmark: LRURec and SASRec on ML-1M, Beauty, Video, Sports, Steam (Table 3, full
+ranking) and XLong (Table 4, 10,000 sampled negatives), one shipped config each (``lru_video``,
+``sasrec_xlong``, ...). Each config runs in its own process (``python -m seqrec fit``) so wall times are
+clean; ``--max-time`` bounds a sitting and ``--resume`` (``--ckpt_path last``) continues it later with the
+same metrics as an uninterrupted run (tests/test_fit.py). After every config its result joins the ledger
+``reproduction.json`` beside ``--out`` (one entry per cell and hardware, labelled with the hardware it ran
+on) and the report is rewritten, so results are written as they finish and results from another machine
+(a GPU) merge with this one's. The report lists every cell with its status: converged (early stopping),
+partial (stopped by a time limit or a signal: resume it), or not yet run with the estimated time to
+converge on this CPU and on one H200 (``estimate_seconds``: the assumptions are in the report).
+``--shared-data`` swaps the raw-data sources for the exact files LRURec trained on where the folder has them
+(``lrurec/ml-1m.txt.gz``, ``lrurec/beauty.txt.gz``, ``lrurec/{video,sports,steam}.txt.gz``, ``xlong/``).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import math
 import os
-import platform
 import shlex
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-import torch
-
+from seqrec.atomic import write_json, write_text
 from seqrec.data.preprocess import Preprocessing
 
-# Table 3 of Yue et al. (WSDM 2024), full ranking, leave-last-out (PROTOCOLS.md §1).
+# Yue et al., "Linear Recurrent Units for Sequential Recommendation" (WSDM 2024): Table 3 (full ranking) and
+# Table 4 (XLong, the target among 10,000 sampled negatives); PROTOCOLS.md §1.8 holds the same figures.
 PAPER: dict[str, dict[str, float]] = {
     "lru_ml1m": {"recall@10": 0.32636, "ndcg@10": 0.19298, "recall@20": 0.43313, "ndcg@20": 0.21990},
     "sasrec_ml1m": {"recall@10": 0.31810, "ndcg@10": 0.19021, "recall@20": 0.43050, "ndcg@20": 0.21860},
     "lru_beauty": {"recall@10": 0.05284, "ndcg@10": 0.03088, "recall@20": 0.07161, "ndcg@20": 0.03560},
     "sasrec_beauty": {"recall@10": 0.05043, "ndcg@10": 0.02917, "recall@20": 0.06965, "ndcg@20": 0.03403},
+    "lru_video": {"recall@10": 0.11337, "ndcg@10": 0.06198, "recall@20": 0.16705, "ndcg@20": 0.07547},
+    "sasrec_video": {"recall@10": 0.10910, "ndcg@10": 0.05829, "recall@20": 0.15989, "ndcg@20": 0.07111},
+    "lru_sports": {"recall@10": 0.03148, "ndcg@10": 0.01815, "recall@20": 0.04477, "ndcg@20": 0.02149},
+    "sasrec_sports": {"recall@10": 0.02294, "ndcg@10": 0.01236, "recall@20": 0.03428, "ndcg@20": 0.01520},
+    "lru_steam": {"recall@10": 0.12831, "ndcg@10": 0.06934, "recall@20": 0.19082, "ndcg@20": 0.08508},
+    "sasrec_steam": {"recall@10": 0.12597, "ndcg@10": 0.06759, "recall@20": 0.18716, "ndcg@20": 0.08298},
+    "lru_xlong": {"recall@10": 0.52688, "ndcg@10": 0.34867, "recall@20": 0.61800, "ndcg@20": 0.37174},
+    "sasrec_xlong": {"recall@10": 0.49348, "ndcg@10": 0.30949, "recall@20": 0.59527, "ndcg@20": 0.33531},
 }
-SOURCE = "Yue et al. 2023, Table 3"
+CELLS = list(PAPER)  # the priority order: ML-1M and Beauty first, then Video, Sports, Steam, XLong
+DEFAULT_RUN = CELLS[:4]  # what a plain `python -m seqrec repro` runs (the CPU-sized cells)
+SOURCE = "Yue et al. 2023 (WSDM 2024), Table 3 (full ranking) and Table 4 (XLong: 10,000 sampled negatives)"
+LEDGER = "reproduction.json"
 
-# The exact files LRURec trained on, as SASRec-format text (already filtered and time-ordered).
+# The exact files LRURec trained on, in a --shared-data folder. ML-1M and Beauty replace the config's source and
+# filters (SASRec-format text, already filtered); the others only point the config's own source at the copy.
 SHARED_FILES = {"ml1m": ("ml-1m", "lrurec/ml-1m.txt.gz"), "beauty": ("beauty", "lrurec/beauty.txt.gz")}
+SHARED_SAME_SOURCE = {"video": "lrurec/video.txt.gz", "sports": "lrurec/sports.txt.gz", "steam": "lrurec/steam.txt.gz"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The cost model behind "estimated time to converge"
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """What the estimate needs of a dataset: LRURec's Table 2 counts and the protocol's sizes (§1.4, §1.6)."""
+
+    users: int
+    items: int
+    interactions: int
+    max_len: int
+    batch: int
+    val_every: int
+    eval_candidates: int | None = None  # None: the full catalogue; else sampled negatives + the target
+    train_candidates: int | None = None  # None: full softmax; else the target + sampled negatives
+
+
+DATASETS = {
+    "ml1m": Dataset(6_040, 3_416, 999_611, 200, 128, 500),
+    "beauty": Dataset(52_204, 57_289, 394_908, 50, 128, 1000),
+    "video": Dataset(31_013, 23_715, 287_107, 50, 128, 1000),
+    "sports": Dataset(83_970, 83_728, 596_187, 50, 128, 1000),
+    "steam": Dataset(334_730, 13_047, 3_682_030, 50, 128, 2000),
+    "xlong": Dataset(69_691, 2_122_932, 66_819_731, 1000, 32, 2000, eval_candidates=10_001, train_candidates=101),
+}
+D_MODEL, LAYERS = 64, 2
+ASSUMED_VALIDATIONS = 30  # the best validation at the 20th, then the 10 of early stopping's patience (a guess)
+CALIBRATION = ("lru_ml1m", 529, 725.6)  # results/REPRODUCTION.md's CPU sitting: 529 steps in 725.6 s (2 cores)
+H200_MACS_PER_S = 10e12  # assumed effective rate of these d=64 products on one H200 (a few % of its peak)
+H200_STEP_FLOOR_S = 0.02  # assumed kernel-launch floor of one training step (2 blocks, forward + backward)
+H200_EVAL_BATCH, H200_EVAL_BATCH_FLOOR_S = 4096, 0.01
+
+
+def dataset_of(config: str) -> str:
+    """``lru_video`` -> ``video``."""
+    return config.rsplit("_", 1)[-1]
+
+
+def model_of(config: str) -> str:
+    """``sasrec_video`` -> ``sasrec``."""
+    return config.split("_", 1)[0]
+
+
+def token_macs(model: str, length: int) -> float:
+    """Multiply-adds per token of the encoder (PROTOCOLS.md §7.1's formulas, d = 64, 2 blocks).
+
+    LRURec: layers · (4dH + 8d² + 2·log₂P·H), H = 2d, P = 2^⌈log₂L⌉; SASRec: blocks · (4d² + 2Ld + 2d·4d).
+    """
+    d = D_MODEL
+    if model == "lru":
+        return LAYERS * (4 * d * 2 * d + 8 * d * d + 2 * math.ceil(math.log2(max(length, 2))) * 2 * d)
+    return LAYERS * (4 * d * d + 2 * length * d + 8 * d * d)
+
+
+def step_macs(config: str) -> float:
+    """One training step: 3 × (B·L tokens through the encoder + P labelled positions scored), forward + backward."""
+    data = DATASETS[dataset_of(config)]
+    labelled = data.batch * min(data.max_len, max(data.interactions / data.users - 2, 1))  # P per batch
+    scored = data.train_candidates or data.items
+    return 3 * (data.batch * data.max_len * token_macs(model_of(config), data.max_len) + labelled * scored * D_MODEL)
+
+
+def eval_macs(config: str) -> float:
+    """One evaluation pass: every user's window through the encoder plus its candidates scored."""
+    data = DATASETS[dataset_of(config)]
+    per_user = data.max_len * token_macs(model_of(config), data.max_len) + (data.eval_candidates or data.items) * D_MODEL
+    return data.users * per_user
+
+
+def cpu_macs_per_s() -> float:
+    """This project's CPU rate, all-in (loader, optimiser, validations): the calibration sitting's MACs / seconds."""
+    config, steps, seconds = CALIBRATION
+    return step_macs(config) * steps / seconds
+
+
+def estimate_seconds(config: str, device: str) -> float:
+    """Estimated seconds of one converged run: ``ASSUMED_VALIDATIONS`` × the validation interval steps, that
+    many + 1 validations and one test; ``device`` "cpu" (the calibrated rate) or "h200" (the assumed one)."""
+    data = DATASETS[dataset_of(config)]
+    steps = ASSUMED_VALIDATIONS * data.val_every
+    passes = ASSUMED_VALIDATIONS + 2
+    if device == "cpu":
+        return (steps * step_macs(config) + passes * eval_macs(config)) / cpu_macs_per_s()
+    step = max(H200_STEP_FLOOR_S, step_macs(config) / H200_MACS_PER_S)
+    batches = math.ceil(data.users / H200_EVAL_BATCH)
+    evaluation = max(batches * H200_EVAL_BATCH_FLOOR_S, eval_macs(config) / H200_MACS_PER_S)
+    return steps * step + passes * evaluation
+
+
+def hours(seconds: float) -> str:
+    """``1.2 h`` / ``12 h`` / ``4 min``."""
+    if seconds < 3600:
+        return f"{max(seconds / 60, 1):.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 36_000 else f"{seconds / 3600:,.0f} h"
+
+
+def assumptions() -> list[str]:
+    """The estimate's assumptions, for the report."""
+    config, steps, seconds = CALIBRATION
+    return [
+        f"Estimated time to converge = {ASSUMED_VALIDATIONS} validation intervals of training (the best validation "
+        f"assumed at the 20th validation, then early stopping's 10; a guess: no cell has converged here yet) plus "
+        f"{ASSUMED_VALIDATIONS + 1} validations and a test, each pass over every user.",
+        "Work per step: 3 × (batch × max_len tokens × the encoder's MACs per token (PROTOCOLS.md §7.1, d 64, 2 blocks) "
+        "+ labelled positions × scored items × d), labelled positions = batch × min(max_len, mean length − 2) from "
+        "Table 2; scored items = the catalogue (full softmax), or 101 for XLong (the paper's sampled loss: the shipped "
+        "XLong configs still train with the full softmax until NextItemTask takes `sampled_ce`, see "
+        "`configs/protocol/lrurec_xlong.yaml`); evaluation scores the catalogue (XLong: 10,001 candidates).",
+        f"CPU: {cpu_macs_per_s() / 1e9:.1f} G multiply-adds/s all-in, calibrated on the `{config}` sitting of "
+        f"this file's history ({steps} steps in {seconds} s on 2 shared cores, validations included). LRURec's "
+        "sequential scan at L = 1,000 runs well below that rate (`python -m seqrec bench xlong` measures XLong's step).",
+        f"One H200: {H200_MACS_PER_S / 1e12:.0f} T multiply-adds/s effective and at least {H200_STEP_FLOOR_S * 1000:.0f} ms "
+        f"per training step (kernel launches of a 2-block d = 64 model), evaluation in batches of {H200_EVAL_BATCH:,} "
+        f"at ≥ {H200_EVAL_BATCH_FLOOR_S * 1000:.0f} ms each: assumed, not measured (`scripts/gpu_repro.sh` measures).",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Running cells
+# ---------------------------------------------------------------------------------------------------
 
 
 def shared_data_overrides(config: str, shared: Path) -> list[str]:
-    """CLI overrides that read the LRURec copy of the config's dataset from ``shared``."""
-    dataset = config.rsplit("_", 1)[-1]
+    """CLI overrides that read the LRURec copy of the config's dataset from ``shared`` ([] where none is there).
+
+    ML-1M and Beauty must be there (FileNotFoundError otherwise): their configured sources are not LRURec's files.
+    """
+    dataset = dataset_of(config)
+    if dataset in SHARED_SAME_SOURCE:
+        path = shared / SHARED_SAME_SOURCE[dataset]
+        return ["--data.init_args.source.init_args.path", str(path)] if path.is_file() else []
+    if dataset == "xlong":
+        root = shared / "xlong"
+        return ["--data.init_args.source.init_args.root", str(root)] if root.is_dir() else []
     if dataset not in SHARED_FILES:
-        raise ValueError(f"no shared copy known for {config!r}; known datasets: {sorted(SHARED_FILES)}")
+        raise ValueError(f"no shared copy known for {config!r}; known datasets: {sorted([*SHARED_FILES, *SHARED_SAME_SOURCE, 'xlong'])}")
     name, relative = SHARED_FILES[dataset]
     path = shared / relative
     if not path.is_file():
@@ -55,15 +210,15 @@ def shared_data_overrides(config: str, shared: Path) -> list[str]:
     return ["--data.init_args.source", json.dumps(source), "--data.init_args.preprocessing", json.dumps(no_filters)]
 
 
-def run_config(config: str, runs_dir: Path, extra: list[str], resume: bool) -> tuple[list[str], float]:
-    """Run one config to completion (or its time limit) in a subprocess; returns (command, seconds)."""
+def run_config(config: str, runs_dir: Path, extra: list[str], resume: bool) -> tuple[list[str], float, int]:
+    """Run one config to completion (or its time limit) in a subprocess; returns (command, seconds, exit code)."""
     command = [sys.executable, "-m", "seqrec", "fit", "--config", f"{config}.yaml",
                "--trainer.logger.init_args.save_dir", str(runs_dir), *extra]
     if resume:
         command += ["--ckpt_path", "last"]
     started = time.perf_counter()
-    subprocess.run(command, check=True)
-    return command, time.perf_counter() - started
+    code = subprocess.run(command, check=False).returncode
+    return command, time.perf_counter() - started, code
 
 
 def latest_run(runs_dir: Path, config: str) -> Path | None:
@@ -72,71 +227,179 @@ def latest_run(runs_dir: Path, config: str) -> Path | None:
     return found[-1].parent if found else None
 
 
-def machine() -> str:
-    """CPU/GPU, cores and torch version in one line."""
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {gpu}, torch {torch.__version__}"
+def uses_gpu(extra: list[str]) -> bool:
+    """True when the overrides put the trainer on a GPU (``--trainer.accelerator gpu|cuda``, or auto with CUDA)."""
+    accelerator = None
+    for flag, value in zip(extra, extra[1:]):
+        if flag == "--trainer.accelerator":
+            accelerator = value
+    for arg in extra:
+        if arg.startswith("--trainer.accelerator="):
+            accelerator = arg.split("=", 1)[1]
+    if accelerator in ("gpu", "cuda"):
+        return True
+    if accelerator in (None, "auto"):
+        import torch
+
+        return torch.cuda.is_available()
+    return False
 
 
-def report(configs: list[str], runs_dir: Path, commands: dict[str, str]) -> str:
-    """Markdown table: ours vs the paper per metric, relative difference, epochs, status, wall time."""
+def hardware(gpu: bool) -> str:
+    """What a run ran on, for its label: the GPU's name, or the CPU model and usable cores."""
+    import torch
+
+    from seqrec.bench.report import cpu_model, usable_cores
+
+    if gpu and torch.cuda.is_available():
+        return f"1× {torch.cuda.get_device_name(0)}, torch {torch.__version__}"
+    return f"CPU: {cpu_model()}, {usable_cores()} cores, torch {torch.__version__}"
+
+
+def run_entry(run: Path, hardware_label: str, command: str) -> dict[str, Any]:
+    """A ledger entry from a run directory: test metrics, why it stopped, its size and where it ran."""
+    metrics = json.loads((run / "test_metrics.json").read_text())
+    summary = json.loads((run / "fit_summary.json").read_text()) if (run / "fit_summary.json").exists() else {}
+    return {
+        "metrics": {k.removeprefix("test/"): v for k, v in metrics.items() if k.startswith("test/")},
+        "status": summary.get("status", "unknown"),
+        "epochs": summary.get("epochs"),
+        "global_step": summary.get("global_step"),
+        "seconds": summary.get("seconds_this_sitting"),
+        "hardware": hardware_label,
+        "command": command,
+        "run_dir": str(run),
+        "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def read_ledger(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """``{cell: [entry, ...]}`` from the ledger file ({} when absent)."""
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text()).get("cells", {})
+
+
+def record(ledger_path: Path, config: str, entry: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Add ``entry`` to the ledger, replacing the cell's entry of the same hardware; written atomically."""
+    cells = read_ledger(ledger_path)
+    kept = [e for e in cells.get(config, []) if e.get("hardware") != entry["hardware"]]
+    cells[config] = [*kept, entry]
+    write_json(ledger_path, {"cells": cells})
+    return cells
+
+
+# ---------------------------------------------------------------------------------------------------
+# The report
+# ---------------------------------------------------------------------------------------------------
+
+
+def cell_status(entries: list[dict[str, Any]]) -> tuple[str, dict[str, Any] | None]:
+    """("converged" | "partial (...)" | "not yet run", the entry it rests on): converged wins, then the newest."""
+    if not entries:
+        return "not yet run", None
+    converged = [e for e in entries if e.get("status") == "early_stopping"]
+    if converged:
+        return "converged", converged[-1]
+    entry = entries[-1]
+    note = f"; {entry['note']}" if entry.get("note") else ""
+    return f"partial ({entry.get('status')}{note})", entry
+
+
+def report(cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = None) -> str:
+    """Markdown: every cell's status with its hardware and estimate, then ours against the paper per metric."""
+    configs = list(dict.fromkeys([*CELLS, *(configs or []), *cells]))
     lines = [
         "# Reproduction", "",
-        f"Paper figures: {SOURCE}. Ours: test split, best-validation checkpoint. Machine: {machine()}.", "",
-        "| config | metric | ours | paper | rel. diff | epochs (steps) | status | wall time (this sitting) |",
-        "|---|---|---|---|---|---|---|---|",
+        f"LRURec's benchmark, one shipped config per cell. Paper figures: {SOURCE}; PROTOCOLS.md §1.8. Ours: test "
+        "split, best-validation checkpoint. Written by `python -m seqrec repro` (and `scripts/gpu_repro.sh` on a GPU); "
+        f"every result is kept in `{LEDGER}` beside this file, labelled with the hardware it ran on.", "",
+        "## Status of every cell", "",
+        "| cell | status | hardware | epochs (steps) | wall time (last sitting) "
+        "| est. time to converge: 2-core CPU (calibrated) / one H200 (assumed) |",
+        "|---|---|---|---|---|---|",
     ]
     for config in configs:
-        run = latest_run(runs_dir, config)
-        if run is None:
-            lines.append(f"| {config} | — | not run | | | | | |")
+        status, entry = cell_status(cells.get(config, []))
+        estimate = "—"
+        if dataset_of(config) in DATASETS:
+            estimate = f"{hours(estimate_seconds(config, 'cpu'))} / {hours(estimate_seconds(config, 'h200'))}"
+        if entry is None:
+            lines.append(f"| {config} | not yet run | | | | {estimate} |")
             continue
-        metrics = json.loads((run / "test_metrics.json").read_text())
-        summary = json.loads((run / "fit_summary.json").read_text()) if (run / "fit_summary.json").exists() else {}
-        for metric, paper in PAPER.get(config, {}).items():
-            ours = metrics.get(f"test/{metric}")
-            if ours is None:
-                continue
-            lines.append(
-                f"| {config} | {metric} | {ours:.5f} | {paper:.5f} | {100 * (ours - paper) / paper:+.1f}% "
-                f"| {summary.get('epochs', '?')} ({summary.get('global_step', '?')}) | {summary.get('status', '?')} "
-                f"| {summary.get('seconds_this_sitting', '?')} s |"
-            )
-    lines += ["", "Commands:", ""] + [f"- `{config}`: `{cmd}`" for config, cmd in commands.items()]
-    lines += ["", "A status other than `early_stopping` marks a partial run: continue it with `--resume`."]
+        seconds = entry.get("seconds")
+        lines.append(f"| {config} | {status} | {entry.get('hardware', '?')} | {entry.get('epochs', '?')} "
+                     f"({entry.get('global_step', '?')}) | {'?' if seconds is None else f'{seconds:,.0f} s'} | {estimate} |")
+    lines += ["", "## Ours against the paper", "",
+              "| cell | metric | ours | paper | rel. diff | status | hardware |", "|---|---|---|---|---|---|---|"]
+    for config in configs:
+        for entry in cells.get(config, []):
+            for metric, paper in PAPER.get(config, {}).items():
+                ours = entry.get("metrics", {}).get(metric)
+                if ours is None:
+                    continue
+                lines.append(f"| {config} | {metric} | {ours:.5f} | {paper:.5f} | {100 * (ours - paper) / paper:+.1f}% "
+                             f"| {entry.get('status', '?')} | {entry.get('hardware', '?')} |")
+    lines += ["", "A status other than `early_stopping` marks a partial run: continue it with `--resume`.", "",
+              "## How the estimates are made", ""] + [f"- {a}" for a in assumptions()]
+    commands = [(config, e["command"]) for config in configs for e in cells.get(config, []) if e.get("command")]
+    if commands:
+        lines += ["", "## Commands", ""] + [f"- `{config}`: `{command}`" for config, command in commands]
     return "\n".join(lines) + "\n"
 
 
+def write_report(out: Path, cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = None) -> str:
+    """Render and write the report atomically; returns its text."""
+    text = report(cells, configs)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text(out, text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Parse arguments, run each config, write the table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--configs", nargs="+", default=list(PAPER))
+    """Parse arguments, run each config (recording it as it finishes), write the report."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--configs", nargs="+", default=DEFAULT_RUN, help=f"cells to run (default {DEFAULT_RUN}; all: every cell)")
     parser.add_argument("--shared-data", type=Path, default=os.environ.get("SEQREC_SHARED_DATA"),
                         help="folder with lrurec/*.txt.gz (default: $SEQREC_SHARED_DATA); omit to use the raw sources")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs/repro"))
     parser.add_argument("--resume", action="store_true", help="continue each config's last run (--ckpt_path last)")
     parser.add_argument("--max-time", default=None, help="per-config limit DD:HH:MM:SS; resume later with --resume")
-    parser.add_argument("--report-only", action="store_true", help="rewrite the table from existing runs")
+    parser.add_argument("--hardware", default=None, help="the label of this machine's results (default: detected)")
+    parser.add_argument("--report-only", action="store_true", help="record the configs' latest runs, rewrite the report")
     parser.add_argument("--out", type=Path, default=Path("results/REPRODUCTION.md"))
     parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: extra flags for python -m seqrec fit")
     args = parser.parse_args(argv)
+    configs = CELLS if args.configs == ["all"] else args.configs
     extra_common = [a for a in args.overrides if a != "--"]
     if args.max_time:
         extra_common += ["--trainer.max_time", args.max_time]
-    commands: dict[str, str] = {}
-    for config in args.configs:
+    label = args.hardware or hardware(uses_gpu(extra_common))
+    ledger = args.out.parent / LEDGER
+    cells = read_ledger(ledger)
+    failed = []
+    for config in configs:
         extra = list(extra_common)
         if args.shared_data:
             extra = shared_data_overrides(config, Path(args.shared_data)) + extra
-        if args.report_only:
-            continue
-        command, _ = run_config(config, args.runs_dir, extra, args.resume)
-        commands[config] = shlex.join(["python", *command[1:]])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(report(args.configs, args.runs_dir, commands))
-    os.replace(tmp, args.out)
-    print(args.out.read_text())
+        before = latest_run(args.runs_dir, config)
+        before_mtime = (before / "test_metrics.json").stat().st_mtime if before is not None else None
+        command = ""
+        if not args.report_only:
+            argv_run, _, code = run_config(config, args.runs_dir, extra, args.resume)
+            command = shlex.join(["python", *argv_run[1:]])
+            if code != 0:
+                failed.append(config)
+        run = latest_run(args.runs_dir, config)
+        fresh = run is not None and (run != before or (run / "test_metrics.json").stat().st_mtime != before_mtime)
+        known = run is not None and any(e.get("run_dir") == str(run) for e in cells.get(config, []))
+        if fresh or (args.report_only and run is not None and not known):  # never an older run under a new command
+            cells = record(ledger, config, run_entry(run, label, command))
+        write_report(args.out, cells, configs)  # after every cell: partial results are on disk as they finish
+    print(write_report(args.out, cells, configs))
+    if failed:
+        print(f"repro: {', '.join(failed)} failed (see their output above)", file=sys.stderr)
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

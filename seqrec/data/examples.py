@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from seqrec.data.negatives import GeneratedNegatives
 from seqrec.data.splits import EvalExamples, Split
 
 
@@ -93,15 +94,16 @@ class EvalQueries(Dataset):
     """One query per user: ``{"items": (L,), "target": (), "candidates": (C,)?, "index": ()}``.
 
     ``candidates`` (when frozen negatives are given) are the sampled negatives; the target is scored
-    separately, so candidate column order carries no information. ``index`` is the query's position in
+    separately, so candidate column order carries no information. ``negatives`` is a stored (Q, C) array
+    or a ``GeneratedNegatives`` whose row q is drawn when read; either way row q belongs to query q. ``index`` is the query's position in
     ``examples``. With ``longest_first`` the dataset yields the queries in order of decreasing history
     length (ties by index), so a batch holds histories of similar length and a model that ignores leading
     padding computes little of it; metrics are sums over queries, so the order changes no value.
     """
 
     def __init__(
-        self, items: np.ndarray, examples: EvalExamples, max_len: int, negatives: np.ndarray | None = None,
-        longest_first: bool = False,
+        self, items: np.ndarray, examples: EvalExamples, max_len: int,
+        negatives: np.ndarray | GeneratedNegatives | None = None, longest_first: bool = False,
     ) -> None:
         self.items, self.examples, self.max_len, self.negatives = items, examples, max_len, negatives
         self.order: np.ndarray | None = None

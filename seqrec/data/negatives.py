@@ -12,6 +12,10 @@ bit-identical for the same seed:
   until none is left;
 - ``"per_user"`` (the frozen evaluation candidates of ``frozen_negatives``): user by user, blocks of
   2·num draws, keeping the first distinct unseen items in draw order.
+
+``GeneratedNegatives`` is the other storage of evaluation candidates, for catalogues and candidate counts too
+large to store (XLong: 10,000 per query): each query's row is drawn when read, from a generator seeded by
+(seed, query index), uniformly over 1..N with replacement and without exclusion, as LRURec's XLong code draws.
 """
 
 from __future__ import annotations
@@ -208,3 +212,44 @@ def frozen_negatives(
     if directory is not None:
         save_arrays(directory, {"negatives": negatives}, {"tag": tag, "sampler": sampler, "seed": seed})
     return negatives
+
+
+class GeneratedNegatives:
+    """Per-query evaluation candidates generated on demand: row q is a pure function of (seed, q).
+
+    LRURec's XLong protocol ranks each target against 10,000 items drawn uniformly from 1..N with replacement,
+    with no exclusion (an item of the user's history, or the target itself, may be drawn; a drawn target ties
+    and ties count for the target, so it never moves the rank). Stored, 69,691 queries × 10,000 int64 ids
+    would take 5.6 GB; here row q is drawn from ``numpy.random.default_rng([seed, q])`` when it is read, so
+    it is frozen and seeded like a stored set, identical in every process, every run and any batch or
+    shard order (a query's row never depends on which other rows were read), and costs nothing to keep.
+    Indexing returns a (num,) int64 row, so ``EvalQueries`` takes it wherever it takes a stored array.
+    """
+
+    def __init__(self, num_queries: int, num: int, num_items: int, seed: int) -> None:
+        if num < 1 or num_items < 1:
+            raise ValueError(f"need num >= 1 negatives over num_items >= 1 items, got num={num}, num_items={num_items}")
+        if seed < 0:
+            raise ValueError(f"the seed of generated negatives must be >= 0, got {seed}")
+        self.num_queries, self.num, self.num_items, self.seed = num_queries, num, num_items, seed
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(Q, num), as a stored (Q, num) array would have."""
+        return (self.num_queries, self.num)
+
+    def __len__(self) -> int:
+        return self.num_queries
+
+    def __getitem__(self, query: int) -> np.ndarray:
+        """(num,) int64 items of query ``query``, uniform over 1..N with replacement."""
+        query = int(query)
+        if not 0 <= query < self.num_queries:
+            raise IndexError(f"query {query} out of range 0..{self.num_queries - 1}")
+        rng = np.random.default_rng([self.seed, query])
+        return rng.integers(1, self.num_items + 1, size=self.num, dtype=np.int64)
+
+    def rows(self, queries: np.ndarray) -> np.ndarray:
+        """(len(queries), num) rows of several queries (the same values as indexing them one by one)."""
+        return np.stack([self[q] for q in np.asarray(queries).reshape(-1)]) if len(queries) else np.empty(
+            (0, self.num), dtype=np.int64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Literal
 
 import lightning as L
@@ -12,7 +13,7 @@ from seqrec.data.array_cache import resolve_cache_dir
 from seqrec.data.examples import EvalQueries, TrainExamples, training_spans
 from seqrec.data.features import ItemFeatures, ItemFeatureSource, load_item_features
 from seqrec.data.interactions import Source
-from seqrec.data.negatives import Sampler, frozen_negatives
+from seqrec.data.negatives import GeneratedNegatives, Sampler, frozen_negatives
 from seqrec.data.preprocess import NO_FILTERS, Preprocessing
 from seqrec.data.sequences import Sequences
 from seqrec.data.splits import Split, leave_last_out
@@ -22,6 +23,41 @@ from seqrec.datamodules.sequences import SourceSequences
 
 log = logging.getLogger(__name__)
 DEFAULT_TEMPORAL = TemporalSplit()  # frozen: safe as a shared default
+
+
+@dataclass(frozen=True)
+class ExpectedCounts:
+    """Published counts of a dataset after preprocessing; the datamodule refuses data that differ.
+
+    ``users`` / ``items`` / ``interactions`` (None: not checked) are compared with the preprocessed
+    sequences; ``interactions_tolerance`` is the absolute slack of a figure published rounded (LRURec's
+    Table 2 gives Sports as 596K: tolerance 500). ``source`` names where the figures come from.
+    """
+
+    users: int | None = None
+    items: int | None = None
+    interactions: int | None = None
+    interactions_tolerance: int = 0
+    source: str = ""
+
+    def check(self, sequences: Sequences, where: str) -> None:
+        """ValueError naming every count of ``sequences`` that differs from the published one."""
+        found = {"users": sequences.num_users, "items": sequences.num_items,
+                 "interactions": sequences.num_interactions}
+        bad = []
+        for name, want in (("users", self.users), ("items", self.items)):
+            if want is not None and found[name] != want:
+                bad.append(f"{name} {found[name]:,} (published {want:,})")
+        if self.interactions is not None and abs(found["interactions"] - self.interactions) > self.interactions_tolerance:
+            slack = f" ± {self.interactions_tolerance:,}" if self.interactions_tolerance else ""
+            bad.append(f"interactions {found['interactions']:,} (published {self.interactions:,}{slack})")
+        if bad:
+            raise ValueError(
+                f"{where}: after preprocessing the data has {', '.join(bad)}"
+                f"{' per ' + self.source if self.source else ''}: the file is another version or the preprocessing "
+                "differs, so results would not be comparable. Fix the data, or set data.init_args.expected_counts "
+                "null to run on it anyway."
+            )
 
 
 class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
@@ -39,7 +75,13 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         label_first: in "windows" mode, keep the label that faces a padding input (LRURec does).
         eval_negatives: None ranks the full catalogue; N ranks the target against N frozen sampled negatives.
         negative_sampler: "uniform" or "popularity" (∝ training counts), for evaluation candidates.
-        seed: seed of the frozen evaluation negatives.
+        negatives_storage: "frozen" draws N distinct items the user never touched, once, and stores them in
+            the cache (``frozen_negatives``); "generated" draws each query's N items when it is read from a
+            generator seeded by (seed, query), uniformly over 1..N with replacement and without exclusion, as
+            LRURec's XLong code does (``GeneratedNegatives``: nothing stored; uniform sampler only).
+        seed: seed of the evaluation negatives (validation: seed, test: seed + 1).
+        expected_counts: the dataset's published users / items / interactions after preprocessing; ``setup``
+            raises ValueError when the data differ (None: no check).
         cache_dir: cache root (default ``$SEQREC_CACHE`` or the user cache dir).
         features: optional item features (``seqrec.data.features``); None (default) builds none. The tables
             are built once (cached on disk) and reach a model through ``item_feature_spec`` (linked into a
@@ -59,18 +101,27 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         label_first: bool = True,
         eval_negatives: int | None = None,
         negative_sampler: Sampler = "uniform",
+        negatives_storage: Literal["frozen", "generated"] = "frozen",
         batch_size: int = 128,
         eval_batch_size: int = 256,
         num_workers: int = 0,
         seed: int = 42,
         cache_dir: str | None = None,
         features: ItemFeatureSource | None = None,
+        expected_counts: ExpectedCounts | None = None,
     ) -> None:
         super().__init__()
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
         if eval_negatives is not None and eval_negatives < 1:
             raise ValueError(f"eval_negatives must be None (full ranking) or >= 1, got {eval_negatives}")
+        if negatives_storage not in ("frozen", "generated"):
+            raise ValueError(f"negatives_storage must be 'frozen' or 'generated', got {negatives_storage!r}")
+        if negatives_storage == "generated" and negative_sampler != "uniform":
+            raise ValueError(
+                f"negatives_storage 'generated' draws uniformly (LRURec's XLong protocol); got negative_sampler "
+                f"{negative_sampler!r}: use negative_sampler: uniform, or negatives_storage: frozen"
+            )
         self.save_hyperparameters(ignore=["source", "features"])
         self.source = source
         self.preprocessing = preprocessing
@@ -83,6 +134,8 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         self.label_first = label_first
         self.eval_negatives = eval_negatives
         self.negative_sampler = negative_sampler
+        self.negatives_storage = negatives_storage
+        self.expected_counts = expected_counts
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.num_workers = num_workers
         self.seed = seed
@@ -131,6 +184,8 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         """Build the datasets of the split (every rank; cheap: views over the cached arrays)."""
         if self.datasets:
             return
+        if self.expected_counts is not None:
+            self.expected_counts.check(self.sequences, self.source.describe())
         split = self.split
         items = split.sequences.items
         start, stop = training_spans(split, self.max_len, self.train_mode, self.window_step)
@@ -140,14 +195,17 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         counts = np.bincount(items[split.train_mask()], minlength=self.num_items + 1)
         self.train_item_counts = counts  # (N + 1,) events per item in the training part
         for name, examples in (("valid", split.valid), ("test", split.test)):
-            negatives = None
-            if self.eval_negatives is not None:
+            negatives: np.ndarray | GeneratedNegatives | None = None
+            seed = self.seed + (0 if name == "valid" else 1)
+            if self.eval_negatives is not None and self.negatives_storage == "generated":
+                negatives = GeneratedNegatives(len(examples), self.eval_negatives, self.num_items, seed)
+            elif self.eval_negatives is not None:
                 negatives = frozen_negatives(
                     split.sequences,
                     examples,
                     self.eval_negatives,
                     self.negative_sampler,
-                    seed=self.seed + (0 if name == "valid" else 1),
+                    seed=seed,
                     cache_dir=resolve_cache_dir(self.cache_dir) / "negatives",
                     tag=f"{self.source.fingerprint()}|{self.preprocessing.key()}|{name}",
                     counts=counts,

@@ -109,10 +109,12 @@ class SequenceRecommender(nn.Module):
         return out if bias is None else out + bias[items]
 
     def score_chunk(self, hidden: Tensor, start: int, stop: int) -> Tensor:
-        """Scores of items ``start..stop-1`` for hidden (B, d) -> (B, stop - start)."""
-        out = hidden @ self.item_embeddings()[start:stop].T
+        """Scores of items ``start..stop-1`` for hidden (B, d) -> (B, stop - start), always a new tensor."""
+        table = self.item_embeddings()[start:stop]  # (C, d)
         bias = self.item_bias()
-        return out if bias is None else out + bias[start:stop]
+        if bias is None:
+            return hidden @ table.T
+        return torch.addmm(bias[start:stop], hidden, table.T)  # bias added inside the product
 
 
 # --- optional capabilities (ask with isinstance) --------------------------------------------------------

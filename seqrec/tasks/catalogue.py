@@ -41,8 +41,8 @@ def catalogue_scan(
     num_rows = model.num_items + 1
     for start in range(0, num_rows, chunk_size):
         stop = min(start + chunk_size, num_rows)
-        scores = model.score_chunk(hidden, start, stop)  # (B, C)
-        scores = scores.float().clone() if with_nll else scores.clone()
+        scores = model.score_chunk(hidden, start, stop)  # (B, C), a fresh tensor: masked in place below
+        scores = scores.float() if with_nll else scores
         if start == 0:
             scores[:, 0] = -math.inf
         if with_nll:
@@ -55,6 +55,6 @@ def catalogue_scan(
             scores[r, exclude[r, c] - start] = -math.inf
         own = (target >= start) & (target < stop)
         scores[rows[own], target[own] - start] = -math.inf
-        above += (scores > target_scores.unsqueeze(-1)).sum(dim=-1)
+        above += torch.count_nonzero(scores > target_scores.unsqueeze(-1), dim=-1)
     nll = running_max + torch.log(running_sum) - target_scores if with_nll else None
     return above + 1, nll

@@ -1,4 +1,6 @@
-"""Full-softmax cross-entropy fused with the output projection, in row chunks (never the full logits).
+"""Cross-entropy losses fused with the output projection, in row chunks: the full softmax and the sampled one.
+
+Full softmax (``fused_cross_entropy``, loss ``ce``):
 
 loss = (1/P) Σ_p [ logsumexp_{j ≥ 1} s_pj − s_p,y_p ],  s_pj = h_p · w_j (+ b_j), the padding column j = 0 excluded.
 
@@ -10,6 +12,16 @@ scored, turned into its gradient ∂loss/∂s = (softmax − onehot)/P in place,
 autograd would run, no recomputation, and O(chunk × N) memory. Written by hand because torch has no fused
 linear-cross-entropy on CPU; the plain path stays as the reference (``FusedLinearCrossEntropy`` is tested
 against it to float tolerance, loss and every gradient).
+
+Sampled softmax (``sampled_cross_entropy``, LRURec's XLong loss): each labelled position p scores its target
+and K items drawn uniformly from 1..N (with replacement; a draw may equal the target, as in the official code),
+
+loss = (1/P) Σ_p [ log(exp(s_p,y_p) + Σ_k exp(s_p,n_pk)) − s_p,y_p ],
+
+so a step costs P·(K + 1)·d multiply-adds for scoring instead of P·N·d (XLong: K = 100 against N = 2.1M).
+``SampledLinearCrossEntropy`` gathers each chunk's (C, K + 1, d) candidate rows once and scatters their
+gradient into ∂loss/∂W with ``index_add_``; the plain autograd path (``chunk_rows=None``) holds all P·(K+1)
+gathered rows (827 MB at XLong's P ≈ 32,000) and is the reference it is tested against.
 """
 
 from __future__ import annotations
@@ -81,3 +93,91 @@ def fused_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, tar
     if hidden.shape[0] == 0:
         raise ValueError("cross-entropy over an empty batch: no labelled position")
     return FusedLinearCrossEntropy.apply(hidden, weight, bias, target, chunk_rows, matmul_dtype)
+
+
+def uniform_negatives(rows: int, num_negatives: int, num_items: int, generator: torch.Generator | None = None,
+                      device: torch.device | str | None = None) -> Tensor:
+    """(rows, num_negatives) int64 items drawn uniformly from 1..N with replacement (LRURec's ``torch.randint``).
+
+    Drawn on ``generator``'s device (the default generator of ``device`` when None), then moved to ``device``.
+    """
+    where = generator.device if generator is not None else device
+    drawn = torch.randint(1, num_items + 1, (rows, num_negatives), generator=generator, device=where)
+    return drawn if device is None else drawn.to(device)
+
+
+class SampledLinearCrossEntropy(torch.autograd.Function):
+    """Mean softmax cross-entropy over each row's candidates (column 0 the target), gradients in the forward pass."""
+
+    @staticmethod
+    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, candidates: Tensor, chunk_rows: int,  # noqa: ANN001
+                matmul_dtype: torch.dtype | None) -> Tensor:
+        """hidden (P, d), weight (N+1, d), bias (N+1,) or None, candidates (P, K+1) with the target first -> mean loss."""
+        rows, width = hidden.shape
+        dtype = matmul_dtype or hidden.dtype
+        w = weight.detach()
+        h_all = hidden.detach()
+        b = None if bias is None else bias.detach().float()
+        grad_hidden = torch.empty(rows, width, dtype=torch.float32, device=hidden.device)  # (P, d)
+        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)  # (N+1, d)
+        grad_bias = None if bias is None else torch.zeros(bias.shape, dtype=torch.float32, device=bias.device)
+        total = torch.zeros((), dtype=torch.float64, device=hidden.device)
+        for start in range(0, rows, chunk_rows):
+            stop = min(start + chunk_rows, rows)
+            cand = candidates[start:stop]  # (C, K+1)
+            e = w[cand].to(dtype)  # (C, K+1, d)
+            h = h_all[start:stop].to(dtype)  # (C, d)
+            scores = torch.bmm(e, h.unsqueeze(-1)).squeeze(-1).float()  # (C, K+1)
+            if b is not None:
+                scores += b[cand]
+            norm = torch.logsumexp(scores, dim=1)  # (C,)
+            total += (norm - scores[:, 0]).sum(dtype=torch.float64)  # Σ logsumexp − s_target
+            g = scores.sub_(norm.unsqueeze(1)).exp_()  # (C, K+1) softmax, in place
+            g[:, 0] -= 1.0  # softmax − onehot(target column)
+            g.mul_(1.0 / rows)  # ∂loss/∂s
+            gd = g.to(dtype)
+            grad_hidden[start:stop] = torch.bmm(gd.unsqueeze(1), e).squeeze(1).float()  # (C, d) = Σ_k g_k e_k
+            outer = (gd.unsqueeze(-1) * h.unsqueeze(1)).float()  # (C, K+1, d) = g_k h
+            grad_weight.index_add_(0, cand.reshape(-1), outer.reshape(-1, width))
+            if grad_bias is not None:
+                grad_bias.index_add_(0, cand.reshape(-1), g.reshape(-1))
+        ctx.save_for_backward(grad_hidden, grad_weight, *(() if grad_bias is None else (grad_bias,)))
+        ctx.has_bias = grad_bias is not None
+        ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
+        return (total / rows).float()
+
+    @staticmethod
+    def backward(ctx, grad_output: Tensor):  # noqa: ANN001, ANN205 (autograd signature)
+        """Scale the gradients computed in the forward pass by ``grad_output``."""
+        grad_hidden, grad_weight, *rest = ctx.saved_tensors
+        h_dtype, w_dtype, b_dtype = ctx.dtypes
+        grad_bias = (rest[0] * grad_output).to(b_dtype) if ctx.has_bias else None
+        return ((grad_hidden * grad_output).to(h_dtype), (grad_weight * grad_output).to(w_dtype), grad_bias,
+                None, None, None)
+
+
+def sampled_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, num_negatives: int,
+                          generator: torch.Generator | None = None, chunk_rows: int | None = 2048,
+                          matmul_dtype: torch.dtype | None = None, negatives: Tensor | None = None) -> Tensor:
+    """Mean softmax CE of ``hidden (P, d)`` over its target and ``num_negatives`` uniform negatives per position.
+
+    The negatives are drawn from 1..N with replacement by ``generator`` (the default generator when None), or
+    given as ``negatives (P, K)``. ``chunk_rows=None`` runs the plain autograd reference path; otherwise the
+    fused chunked path (same loss and gradients, O(chunk_rows·(K+1)·d) memory). ``matmul_dtype`` runs the
+    products in that dtype; the softmax, the loss and the accumulated gradients stay float32.
+    """
+    if hidden.shape[0] == 0:
+        raise ValueError("cross-entropy over an empty batch: no labelled position")
+    if negatives is None:
+        if num_negatives < 1:
+            raise ValueError(f"num_negatives must be >= 1, got {num_negatives}")
+        negatives = uniform_negatives(hidden.shape[0], num_negatives, weight.shape[0] - 1, generator, target.device)
+    candidates = torch.cat([target.unsqueeze(1), negatives], dim=1)  # (P, K+1), the target in column 0
+    if chunk_rows is None:
+        scores = (weight[candidates] @ hidden.unsqueeze(-1)).squeeze(-1).float()  # (P, K+1)
+        if bias is not None:
+            scores = scores + bias[candidates].float()
+        return torch.nn.functional.cross_entropy(scores, torch.zeros_like(target))
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be None (the plain reference path) or >= 1, got {chunk_rows}")
+    return SampledLinearCrossEntropy.apply(hidden, weight, bias, candidates, chunk_rows, matmul_dtype)

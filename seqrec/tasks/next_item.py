@@ -13,7 +13,7 @@ from seqrec.metrics.ranking import RankingMetrics, rank_of_target
 from seqrec.models.base import CountingRecommender, SequenceRecommender
 from seqrec.tasks.base import RecommendationTask
 from seqrec.tasks.catalogue import catalogue_scan
-from seqrec.tasks.losses import fused_cross_entropy
+from seqrec.tasks.losses import fused_cross_entropy, sampled_cross_entropy
 from seqrec.tasks.padding import drop_padding, leading_padding
 
 DEFAULT_METRICS = ["hr@10", "ndcg@10", "mrr@10", "hr@20", "ndcg@20", "map@20"]
@@ -29,6 +29,8 @@ class NextItemTask(RecommendationTask):
     runs the plain reference path.
     Loss "bce": SASRec's binary cross-entropy, −log σ(s_pos) − Σ_neg log(1 − σ(s_neg)) with
     ``num_negatives`` uniform negatives per position (redrawn where one equals the positive).
+    Loss "sampled_ce": softmax over the target and ``num_negatives`` items drawn uniformly from 1..N per labelled
+    position (LRURec's XLong loss, ``sampled_cross_entropy``; fused in chunks of ``ce_chunk_rows`` like "ce").
     Evaluation: the target's rank among the full catalogue (history masked when ``mask_history``) or
     among the batch's frozen ``candidates``; metrics are sums and counts (exact under DDP).
 
@@ -41,7 +43,7 @@ class NextItemTask(RecommendationTask):
     def __init__(
         self,
         model: SequenceRecommender,
-        loss: Literal["ce", "bce"] = "ce",
+        loss: Literal["ce", "bce", "sampled_ce"] = "ce",
         num_negatives: int = 1,
         metrics: list[str] | None = None,
         mask_history: bool = True,
@@ -53,6 +55,8 @@ class NextItemTask(RecommendationTask):
         self.save_hyperparameters(ignore=["model"])
         if ce_chunk_rows is not None and ce_chunk_rows < 1:
             raise ValueError(f"ce_chunk_rows must be None (the plain reference path) or >= 1, got {ce_chunk_rows}")
+        if loss == "sampled_ce" and num_negatives < 1:
+            raise ValueError(f"loss sampled_ce needs num_negatives >= 1 (LRURec's XLong: 100), got {num_negatives}")
         self.loss_kind, self.num_negatives = loss, num_negatives
         self.ce_chunk_rows = ce_chunk_rows
         self.mask_history = mask_history
@@ -78,6 +82,9 @@ class NextItemTask(RecommendationTask):
         if self.loss_kind == "ce" and self.ce_chunk_rows is not None:
             loss = fused_cross_entropy(h, self.model.item_embeddings(), self.model.item_bias(), y,
                                        self.ce_chunk_rows, self.matmul_dtype())
+        elif self.loss_kind == "sampled_ce":  # target + num_negatives uniform items per position (LRURec, XLong)
+            loss = sampled_cross_entropy(h, self.model.item_embeddings(), self.model.item_bias(), y, self.num_negatives,
+                                         chunk_rows=self.ce_chunk_rows, matmul_dtype=self.matmul_dtype())
         elif self.loss_kind == "ce":  # the plain reference path: the whole (P, N+1) logits at once
             logits = self.model.score(h).float()  # (P, N+1)
             logits[:, 0] = -math.inf

@@ -1,21 +1,134 @@
 import json
+import re
+from pathlib import Path
 
 import pytest
 
-from seqrec.bench.repro import report, shared_data_overrides
-from seqrec.build import parse
+from seqrec.bench import repro
+from seqrec.bench.repro import (
+    CELLS,
+    PAPER,
+    estimate_seconds,
+    read_ledger,
+    record,
+    report,
+    shared_data_overrides,
+    uses_gpu,
+)
+from seqrec.build import parse, shipped_configs
+
+PROTOCOLS = Path(__file__).resolve().parents[2] / "docs" / "PROTOCOLS.md"
 
 
-def test_report_compares_with_the_paper(tmp_path):
-    run = tmp_path / "lru_ml1m" / "version_0"
+def entry(status="early_stopping", hardware="1× NVIDIA H200", recall=0.32636 * 1.02, **extra):
+    return {"metrics": {"recall@10": recall, "ndcg@10": 0.19298}, "status": status, "epochs": 80, "global_step": 4500,
+            "seconds": 12.5, "hardware": hardware, "command": "python -m seqrec fit ...", **extra}
+
+
+def write_run(runs: Path, config: str, version: int = 0, status: str = "early_stopping") -> Path:
+    run = runs / config / f"version_{version}"
     run.mkdir(parents=True)
-    (run / "test_metrics.json").write_text(json.dumps({"test/recall@10": 0.32636 * 1.02, "test/ndcg@10": 0.19298}))
-    (run / "fit_summary.json").write_text(json.dumps({"epochs": 80, "global_step": 4500, "status": "early_stopping",
-                                                       "seconds_this_sitting": 12.5}))
-    table = report(["lru_ml1m", "sasrec_ml1m"], tmp_path, {"lru_ml1m": "python -m seqrec.fit ..."})
-    assert "| lru_ml1m | recall@10 | 0.33289 | 0.32636 | +2.0% | 80 (4500) | early_stopping | 12.5 s |" in table
+    (run / "test_metrics.json").write_text(json.dumps({"test/recall@10": 0.3, "test/ndcg@10": 0.18, "cost/macs": 1.0}))
+    (run / "fit_summary.json").write_text(json.dumps({"epochs": 3, "global_step": 99, "status": status,
+                                                       "seconds_this_sitting": 7.0}))
+    return run
+
+
+def test_every_cell_has_a_shipped_config_and_the_papers_four_figures():
+    assert CELLS == ["lru_ml1m", "sasrec_ml1m", "lru_beauty", "sasrec_beauty", "lru_video", "sasrec_video",
+                     "lru_sports", "sasrec_sports", "lru_steam", "sasrec_steam", "lru_xlong", "sasrec_xlong"]
+    assert set(CELLS) <= set(shipped_configs())
+    for figures in PAPER.values():
+        assert set(figures) == {"recall@10", "ndcg@10", "recall@20", "ndcg@20"}
+
+
+def test_every_paper_figure_is_the_one_in_protocols_section_1_8():
+    """The harness, the configs' headers and PROTOCOLS.md §1.8 carry the same figures."""
+    section = PROTOCOLS.read_text().split("### 1.8", 1)[1].split("### 1.9", 1)[0]
+    numbers = set(re.findall(r"\.\d{5}", section))
+    for config, figures in PAPER.items():
+        header = (Path(repro.__file__).parents[1] / "configs" / f"{config}.yaml").read_text()
+        for value in figures.values():
+            text = f"{value:.5f}".lstrip("0")
+            assert text in numbers, (config, text)
+            if config.split("_", 1)[1] in ("video", "sports", "steam", "xlong"):  # the headers that carry figures
+                assert text in header, (config, text)
+
+
+def test_report_lists_every_cell_with_status_hardware_and_estimates():
+    cells = {"lru_ml1m": [entry()], "lru_beauty": [entry(status="interrupted_or_time_limit", hardware="CPU: x, 2 cores",
+                                                         note="a note")]}
+    table = report(cells)
+    assert "| lru_ml1m | converged | 1× NVIDIA H200 | 80 (4500) | 12 s |" in table
+    assert "| lru_beauty | partial (interrupted_or_time_limit; a note) | CPU: x, 2 cores |" in table
+    assert "| lru_ml1m | recall@10 | 0.33289 | 0.32636 | +2.0% | early_stopping | 1× NVIDIA H200 |" in table
     assert "| lru_ml1m | ndcg@10 | 0.19298 | 0.19298 | +0.0% |" in table
-    assert "| sasrec_ml1m | — | not run |" in table
+    for config in CELLS[1:]:
+        if config != "lru_beauty":
+            assert re.search(rf"\| {config} \| not yet run \| \| \| \| [\d.,]+ (h|min) / [\d.,]+ (h|min) \|", table), config
+    assert "## How the estimates are made" in table and "- `lru_ml1m`: `python -m seqrec fit ...`" in table
+
+
+def test_converged_wins_over_a_later_partial_and_entries_are_per_hardware(tmp_path):
+    ledger = tmp_path / "reproduction.json"
+    record(ledger, "lru_ml1m", entry(hardware="gpu"))
+    record(ledger, "lru_ml1m", entry(status="interrupted_or_time_limit", hardware="cpu"))
+    cells = record(ledger, "lru_ml1m", entry(status="interrupted_or_time_limit", hardware="cpu", recall=0.1))
+    assert [e["hardware"] for e in cells["lru_ml1m"]] == ["gpu", "cpu"]  # the cpu entry replaced, not added
+    assert read_ledger(ledger) == cells
+    assert repro.cell_status(cells["lru_ml1m"])[0] == "converged"
+    assert repro.cell_status([])[0] == "not yet run"
+
+
+def test_estimates_are_ordered_by_size():
+    for config in CELLS:
+        assert estimate_seconds(config, "h200") < estimate_seconds(config, "cpu")
+    assert estimate_seconds("lru_xlong", "cpu") > estimate_seconds("lru_ml1m", "cpu")
+    assert estimate_seconds("lru_steam", "h200") > estimate_seconds("lru_ml1m", "h200")
+
+
+def test_main_records_each_cell_as_it_finishes_and_labels_the_hardware(tmp_path, monkeypatch):
+    runs, out = tmp_path / "runs", tmp_path / "results" / "REPRODUCTION.md"
+    calls = []
+
+    def fake_run(config, runs_dir, extra, resume):
+        calls.append((config, extra))
+        if config == "sasrec_ml1m":
+            return ["py", "-m", "seqrec", "fit", "--config", config], 1.0, 1  # failed: nothing new recorded
+        assert not out.exists() or config == "lru_ml1m" or "lru_ml1m | converged" in out.read_text()
+        write_run(runs_dir, config, status="early_stopping" if config == "lru_ml1m" else "interrupted_or_time_limit")
+        return ["py", "-m", "seqrec", "fit", "--config", config], 1.0, 0
+
+    monkeypatch.setattr(repro, "run_config", fake_run)
+    with pytest.raises(SystemExit):
+        repro.main(["--configs", "lru_ml1m", "sasrec_ml1m", "lru_video", "--runs-dir", str(runs), "--out", str(out),
+                    "--hardware", "TEST-GPU", "--max-time", "00:00:05:00", "--", "--trainer.accelerator", "gpu"])
+    assert [c for c, _ in calls] == ["lru_ml1m", "sasrec_ml1m", "lru_video"]
+    assert calls[0][1][-4:] == ["--trainer.accelerator", "gpu", "--trainer.max_time", "00:00:05:00"]
+    cells = read_ledger(out.parent / "reproduction.json")
+    assert set(cells) == {"lru_ml1m", "lru_video"}
+    assert cells["lru_ml1m"][0]["hardware"] == "TEST-GPU" and cells["lru_ml1m"][0]["metrics"]["recall@10"] == 0.3
+    text = out.read_text()
+    assert "| lru_ml1m | converged | TEST-GPU | 3 (99) |" in text
+    assert "| lru_video | partial (interrupted_or_time_limit) | TEST-GPU |" in text
+    assert "| sasrec_ml1m | not yet run |" in text
+
+
+def test_report_only_records_runs_it_has_not_seen(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "REPRODUCTION.md"
+    write_run(runs, "lru_beauty")
+    repro.main(["--configs", "lru_beauty", "--runs-dir", str(runs), "--out", str(out), "--report-only",
+                "--hardware", "here"])
+    repro.main(["--configs", "lru_beauty", "--runs-dir", str(runs), "--out", str(out), "--report-only",
+                "--hardware", "elsewhere"])  # already recorded: not recorded again under another label
+    cells = read_ledger(tmp_path / "reproduction.json")
+    assert [e["hardware"] for e in cells["lru_beauty"]] == ["here"]
+
+
+def test_hardware_detection_reads_the_accelerator_flag():
+    assert uses_gpu(["--trainer.accelerator", "gpu"]) and uses_gpu(["--trainer.accelerator=cuda"])
+    assert not uses_gpu(["--trainer.accelerator", "cpu"])
+    assert repro.hardware(False).startswith("CPU: ")
 
 
 def test_shared_data_overrides_parse(tmp_path):
@@ -29,3 +142,11 @@ def test_shared_data_overrides_parse(tmp_path):
     assert config.data.init_args.preprocessing.min_item_interactions == 0
     with pytest.raises(FileNotFoundError, match="lrurec/beauty.txt.gz"):
         shared_data_overrides("lru_beauty", tmp_path)
+    assert shared_data_overrides("lru_video", tmp_path) == []  # no copy: the config's own source downloads it
+    (tmp_path / "lrurec" / "video.txt.gz").write_bytes(b"")
+    video = parse(["--config", "sasrec_video", *shared_data_overrides("sasrec_video", tmp_path)])
+    assert video.data.init_args.source.init_args.path.endswith("video.txt.gz")
+    assert video.data.init_args.preprocessing.dedupe_consecutive is True  # the protocol's preprocessing stays
+    (tmp_path / "xlong").mkdir()
+    xlong = parse(["--config", "lru_xlong", *shared_data_overrides("lru_xlong", tmp_path)])
+    assert xlong.data.init_args.source.init_args.root == str(tmp_path / "xlong")

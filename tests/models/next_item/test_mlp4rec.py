@@ -199,7 +199,7 @@ def fit_args(config: str, root: Path, run_dir: Path, *extra: str) -> list[str]:
         "--config", config,
         "--data.init_args.source.init_args.root", str(root),
         "--data.init_args.max_len", "10",
-        "--data.init_args.eval_negatives", "5",
+        "--data.init_args.eval_negatives", "9",  # 10 candidates: the @10 metrics stay meaningful
         "--trainer.max_epochs", "2",
         "--trainer.enable_progress_bar", "false",
         "--trainer.logger.init_args.save_dir", str(run_dir),
