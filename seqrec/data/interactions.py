@@ -18,7 +18,8 @@ class Interactions:
     """One row per (user, item, time) event, as raw ids straight from a source.
 
     Columns are parallel 1-D numpy arrays of equal length:
-    - ``users``: raw user ids (int64 or str objects; remapped later by ``preprocess``),
+    - ``users``: raw user ids (int64 or str; remapped later by ``preprocess``, which keeps them, and whether they
+      were integers, in ``Sequences.user_ids`` / ``id_kinds``, so predictions come back in these ids),
     - ``items``: raw item ids (same),
     - ``times``: float64 or int64 timestamps; where a source has no timestamps (SASRec text
       files) it passes the event's position within the user's sequence, so ordering by time

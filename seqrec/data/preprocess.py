@@ -50,6 +50,11 @@ def _encode(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniques, codes.reshape(-1)
 
 
+def id_kind(values: np.ndarray) -> str:
+    """"int" for integer raw ids (given back as int64 by ``Sequences.raw_*_ids``), else "str"."""
+    return "int" if np.asarray(values).dtype.kind in "iu" else "str"
+
+
 def sort_events(users: np.ndarray, items: np.ndarray, times: np.ndarray, by_item: bool) -> np.ndarray:
     """Permutation ordering events by user, then time, then (optionally) item; stable otherwise."""
     keys = (items, times, users) if by_item else (times, users)
@@ -127,6 +132,7 @@ def preprocess(interactions: Interactions, options: Preprocessing) -> Sequences:
         times=times,
         user_ids=user_uniques[used_users].astype(str),
         item_ids=np.concatenate([[""], item_uniques[used_items].astype(str)]),
+        id_kinds=(id_kind(users_raw), id_kind(items_raw)),
     )
     sequences.validate()
     log.info("preprocessed: %s", sequences.summary())

@@ -10,6 +10,7 @@ import numpy as np
 from seqrec.data.array_cache import load_arrays, save_arrays
 
 _ARRAYS = ("indptr", "items", "times", "user_ids", "item_ids")
+ID_KINDS = ("int", "str")  # the optional ``id_kinds`` array: absent from older caches, loaded as None
 
 
 @dataclass
@@ -19,6 +20,9 @@ class Sequences:
     ``items[indptr[u]:indptr[u+1]]`` is user ``u``'s sequence in time order, with item ids in
     ``1..num_items`` (0 is reserved for padding). ``times`` is parallel to ``items``.
     ``user_ids[u]`` and ``item_ids[i]`` are the raw ids as strings (``item_ids[0] == ""``, the padding).
+    ``id_kinds`` is ``(user kind, item kind)``, each "int" or "str": the raw ids' type before they were stored
+    as strings, so ``raw_user_ids`` / ``raw_item_ids`` give them back as the source had them (None: unknown,
+    strings are returned).
     """
 
     indptr: np.ndarray  # (U + 1,) int64
@@ -26,6 +30,7 @@ class Sequences:
     times: np.ndarray  # (nnz,) float64
     user_ids: np.ndarray  # (U,) str
     item_ids: np.ndarray  # (num_items + 1,) str
+    id_kinds: tuple[str, str] | None = None
 
     @property
     def num_users(self) -> int:
@@ -54,6 +59,16 @@ class Sequences:
         """(num_items + 1,) number of events per item id (index 0 stays 0)."""
         return np.bincount(self.items, minlength=self.num_items + 1)
 
+    def raw_user_ids(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Raw user ids of ``rows`` (default: every user) in the source's type: int64 for integer ids, else str."""
+        ids = self.user_ids if rows is None else self.user_ids[rows]
+        return ids.astype(np.int64) if self.id_kinds is not None and self.id_kinds[0] == "int" else ids
+
+    def raw_item_ids(self, items: np.ndarray | None = None) -> np.ndarray:
+        """Raw ids of item ids ``items`` (1..N; default: the catalogue 1..N) in the source's type."""
+        ids = self.item_ids[1:] if items is None else self.item_ids[items]
+        return ids.astype(np.int64) if self.id_kinds is not None and self.id_kinds[1] == "int" else ids
+
     def summary(self) -> str:
         """users / items / interactions in one line."""
         return f"{self.num_users:,} users, {self.num_items:,} items, {self.num_interactions:,} interactions"
@@ -75,13 +90,18 @@ class Sequences:
             problems.append(
                 f"item ids must lie in 1..{self.num_items}, found {self.items.min()}..{self.items.max()}"
             )
+        if self.id_kinds is not None and (len(self.id_kinds) != 2 or not set(self.id_kinds) <= set(ID_KINDS)):
+            problems.append(f"id_kinds must be two of {ID_KINDS}, got {self.id_kinds!r}")
         if problems:
             raise ValueError("inconsistent Sequences: " + "; ".join(problems))
 
     # --- cache ------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> None:
         """Write the arrays and a manifest with CRC32s to ``directory`` atomically (temp dir, then rename)."""
-        save_arrays(directory, {name: getattr(self, name) for name in _ARRAYS})
+        arrays = {name: getattr(self, name) for name in _ARRAYS}
+        if self.id_kinds is not None:
+            arrays["id_kinds"] = np.array(self.id_kinds)
+        save_arrays(directory, arrays)
 
     @classmethod
     def load(cls, directory: str | Path) -> Sequences:
@@ -90,7 +110,8 @@ class Sequences:
         missing = [name for name in _ARRAYS if name not in arrays]
         if missing:
             raise ValueError(f"sequence cache {directory} lacks {missing}")
-        sequences = cls(**{name: arrays[name] for name in _ARRAYS})
+        kinds = arrays.get("id_kinds")
+        sequences = cls(**{name: arrays[name] for name in _ARRAYS}, id_kinds=None if kinds is None else tuple(kinds.tolist()))
         sequences.validate()
         return sequences
 
@@ -98,3 +119,25 @@ class Sequences:
 def user_of_offsets(sequences: Sequences) -> np.ndarray:
     """(nnz,) int64 user row of every event offset."""
     return np.repeat(np.arange(sequences.num_users, dtype=np.int64), sequences.lengths())
+
+
+class RawIdIndex:
+    """Raw id -> position in ``ids`` (a str array, as ``Sequences.user_ids`` / ``item_ids``), vectorised.
+
+    Lookups compare string forms, so ``7`` and ``"7"`` find the same entry; unknown ids map to -1.
+    Memory is one sorted copy of ``ids`` and its argsort (no Python dict per id).
+    """
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.order = np.argsort(ids, kind="stable")
+        self.sorted = ids[self.order]
+
+    def lookup(self, raw: np.ndarray | list) -> np.ndarray:
+        """(n,) int64 positions of ``raw`` ids in ``ids``, -1 where absent."""
+        keys = np.asarray(raw)
+        keys = keys.astype(str) if keys.dtype.kind != "U" else keys
+        if len(self.sorted) == 0 or len(keys) == 0:
+            return np.full(len(keys), -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.sorted, keys), len(self.sorted) - 1)
+        found = self.sorted[at] == keys
+        return np.where(found, self.order[at], -1).astype(np.int64)

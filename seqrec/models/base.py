@@ -85,6 +85,13 @@ class SequenceRecommender(nn.Module):
         """Hidden state at the newest position: items (B, L) -> (B, d); by default ``forward(items)[:, -1]``."""
         return self(items)[:, -1]
 
+    def query_hidden(self, items: Tensor) -> Tensor:
+        """The state a query is scored from: ``last_hidden`` of items (B, L) -> (B, d), with the columns that are
+        padding in every row dropped first when the model is ``left_padding_invariant`` (exact)."""
+        if self.left_padding_invariant:
+            items = items[:, min(leading_padding(items), items.shape[1] - 1):]
+        return self.last_hidden(items)
+
     def item_embeddings(self) -> Tensor:
         """(num_items + 1, d) item table used for scoring (row 0 = padding)."""
         raise NotImplementedError(f"{type(self).__name__} must implement item_embeddings() -> (N + 1, d)")
@@ -256,3 +263,11 @@ def truncated_normal_(tensor: Tensor, std: float = 0.02, bound: float = 0.04) ->
     """In-place N(0, std²) truncated to [-bound, bound] (LRURec's and BERT's init)."""
     with torch.no_grad():
         return nn.init.trunc_normal_(tensor, mean=0.0, std=std, a=-bound, b=bound)
+
+
+def leading_padding(items: Tensor) -> int:
+    """Number of leading columns of items (B, L) that are padding (0) in every row (L when all are)."""
+    real = (items > 0).any(dim=0)  # (L,)
+    if not bool(real.any()):
+        return items.shape[1]
+    return int(real.to(torch.int8).argmax())

@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqrec.metrics.ctr import CTRMetrics, GAUCWeighting
-from seqrec.models.base import DeclaresRequestMACs
+from seqrec.models.base import DeclaresRequestMACs, leading_padding
 from seqrec.tasks.base import RecommendationTask
-from seqrec.tasks.padding import drop_padding, leading_padding
+from seqrec.tasks.padding import drop_padding
 
 
 def trim_padding(batch: dict[str, Tensor]) -> dict[str, Tensor]:

@@ -14,7 +14,7 @@ from seqrec.models.base import CountingRecommender, SequenceRecommender
 from seqrec.tasks.base import RecommendationTask
 from seqrec.tasks.catalogue import catalogue_scan
 from seqrec.tasks.losses import fused_cross_entropy, sampled_cross_entropy
-from seqrec.tasks.padding import drop_padding, leading_padding
+from seqrec.tasks.padding import drop_padding
 
 DEFAULT_METRICS = ["hr@10", "ndcg@10", "mrr@10", "hr@20", "ndcg@20", "map@20"]
 
@@ -129,9 +129,7 @@ class NextItemTask(RecommendationTask):
         """1-based rank of each query's target: among its candidates, or among the full catalogue."""
         items, target = batch["items"], batch["target"]  # (B, L), (B,)
         self.check_ids(items, target)
-        if self.model.left_padding_invariant:  # exact: the dropped columns are padding in every row
-            items = items[:, min(leading_padding(items), items.shape[1] - 1):]
-        hidden = self.model.last_hidden(items)  # (B, d): the newest position (left padding)
+        hidden = self.model.query_hidden(items)  # (B, d): the newest position (left padding)
         if "candidates" in batch:
             candidates = batch["candidates"]  # (B, C)
             self.check_ids(candidates)

@@ -1,9 +1,7 @@
-"""Two kinds of padding a task removes: flagged duplicate queries of multi-process evaluation, and leading
-padding columns of left-padded batches."""
+"""Multi-process evaluation pads shards with flagged copies (``valid=False``); tasks drop them before metrics."""
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 
@@ -18,11 +16,3 @@ def drop_padding(batch: dict[str, Tensor]) -> dict[str, Tensor]:
     rows = valid.shape[0]
     return {k: v[valid] if isinstance(v, Tensor) and v.dim() and v.shape[0] == rows else v
             for k, v in batch.items() if k != "valid"}
-
-
-def leading_padding(items: Tensor) -> int:
-    """Number of leading columns of items (B, L) that are padding (0) in every row (L when all are)."""
-    real = (items > 0).any(dim=0)  # (L,)
-    if not bool(real.any()):
-        return items.shape[1]
-    return int(real.to(torch.int8).argmax())
