@@ -36,17 +36,16 @@ import argparse
 import json
 import logging
 import os
-import resource
 import shlex
 import shutil
 import sys
 import tempfile
 import time
-import traceback
 import warnings
 from pathlib import Path
 from typing import Any
 
+from seqrec.bench.forked import peak_rss_kb, run_forked, single_optimizer, training_step
 from seqrec.bench.report import format_spread, machine_description, median_and_spread, write_section
 
 log = logging.getLogger("seqrec.bench.pipeline")
@@ -99,12 +98,6 @@ def _datamodule_and_task(spec: dict[str, Any]) -> tuple[Any, Any]:
     return data, bind(run.task, data)
 
 
-def _rss_kb() -> int:
-    """Peak resident set size of this process so far, in KiB (``ru_maxrss`` is KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak // 1024 if sys.platform == "darwin" else peak
-
-
 def _set_threads(threads: int) -> dict[str, int]:
     import torch
 
@@ -121,7 +114,7 @@ def phase_preprocess(spec: dict[str, Any]) -> dict[str, Any]:
     """Cold ``load_sequences`` into fresh cache folders, and its parts (prepare, parse, preprocess, save)."""
     from seqrec.data.preprocess import load_sequences, preprocess
 
-    baseline = _rss_kb()
+    baseline = peak_rss_kb()
     root = Path(spec["cache_root"])
     cold, prepare, parse, build, save = [], [], [], [], []
     sequences = None
@@ -157,7 +150,7 @@ def phase_preprocess(spec: dict[str, Any]) -> dict[str, Any]:
         "cache_dir": str(cache_dir), "cache_root": str(root / "cold-0"),
         "source_name": source.name, "source": source.describe(), "summary": sequences.summary(),
         "cache_bytes": sum(p.stat().st_size for p in cache_dir.iterdir()),
-        "rss_baseline_kb": baseline, "rss_peak_kb": _rss_kb(),
+        "rss_baseline_kb": baseline, "rss_peak_kb": peak_rss_kb(),
     }
 
 
@@ -166,7 +159,7 @@ def phase_cached(spec: dict[str, Any]) -> dict[str, Any]:
     from seqrec.data.preprocess import load_sequences
     from seqrec.data.sequences import Sequences
 
-    baseline = _rss_kb()
+    baseline = peak_rss_kb()
     load, hit = [], []
     for _ in range(spec["repeats"]):
         started = time.perf_counter()
@@ -176,21 +169,7 @@ def phase_cached(spec: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         load_sequences(source, options, spec["cache_root"])
         hit.append(time.perf_counter() - started)
-    return {"load_s": load, "hit_s": hit, "rss_baseline_kb": baseline, "rss_peak_kb": _rss_kb()}
-
-
-def _optimizer(task: Any) -> Any:
-    """The single optimiser of ``configure_optimizers`` (plain, list or dict form)."""
-    configured = task.configure_optimizers()
-    if isinstance(configured, dict):
-        configured = configured["optimizer"]
-    if isinstance(configured, (list, tuple)):
-        configured = configured[0]
-        if isinstance(configured, (list, tuple)):
-            configured = configured[0]
-    if configured is None:
-        raise ValueError("the task's configure_optimizers returned None: a parameter-free model has no training step to time")
-    return configured
+    return {"load_s": load, "hit_s": hit, "rss_baseline_kb": baseline, "rss_peak_kb": peak_rss_kb()}
 
 
 def phase_train(spec: dict[str, Any]) -> dict[str, Any]:
@@ -198,14 +177,12 @@ def phase_train(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     threads = _set_threads(spec["threads"])
-    baseline = _rss_kb()
+    baseline = peak_rss_kb()
     torch.manual_seed(spec["seed"])
     data, task = _datamodule_and_task(spec)
     task.train()
-    optimizer = _optimizer(task)
-    params = [p for p in task.parameters() if p.requires_grad]
-    clip = spec["trainer"].get("gradient_clip_val")
-    clip_value = spec["trainer"].get("gradient_clip_algorithm") == "value"
+    step = training_step(task, single_optimizer(task), spec["trainer"].get("gradient_clip_val"),
+                         spec["trainer"].get("gradient_clip_algorithm") == "value")
     loader = data.train_dataloader()
     iterator = iter(loader)
 
@@ -216,17 +193,6 @@ def phase_train(spec: dict[str, Any]) -> dict[str, Any]:
         except StopIteration:  # a new epoch (reshuffled)
             iterator = iter(loader)
             return next(iterator)
-
-    def step(batch: dict[str, torch.Tensor]) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        loss = task.training_step(batch, 0)
-        loss.backward()
-        if clip:
-            if clip_value:
-                torch.nn.utils.clip_grad_value_(params, clip)
-            else:
-                torch.nn.utils.clip_grad_norm_(params, clip)
-        optimizer.step()
 
     with warnings.catch_warnings():
         # training_step logs through self.log, which only warns without a Trainer.
@@ -258,7 +224,7 @@ def phase_train(spec: dict[str, Any]) -> dict[str, Any]:
         "loader_samples_per_s": [n / t for n, t in zip(loader_samples, loader_s)],
         "train_examples": len(data.datasets["train"]), "batch_size": loader.batch_size,
         "model": type(task.model).__name__, "parameters": sum(p.numel() for p in task.parameters()),
-        "num_items": data.num_items, "rss_baseline_kb": baseline, "rss_peak_kb": _rss_kb(), **threads,
+        "num_items": data.num_items, "rss_baseline_kb": baseline, "rss_peak_kb": peak_rss_kb(), **threads,
     }
 
 
@@ -267,7 +233,7 @@ def phase_eval(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     threads = _set_threads(spec["threads"])
-    baseline = _rss_kb()
+    baseline = peak_rss_kb()
     torch.manual_seed(spec["seed"])
     data, task = _datamodule_and_task(spec)
     task.eval()
@@ -293,7 +259,7 @@ def phase_eval(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "users_per_s": rates, "users_per_repeat": users, "test_queries": len(data.datasets["test"]),
         "full_ranking": getattr(data, "eval_negatives", None) is None, "eval_batch_size": loader.batch_size,
-        "rss_baseline_kb": baseline, "rss_peak_kb": _rss_kb(), **threads,
+        "rss_baseline_kb": baseline, "rss_peak_kb": peak_rss_kb(), **threads,
     }
 
 
@@ -301,40 +267,8 @@ PHASES = {"preprocess": phase_preprocess, "cached": phase_cached, "train": phase
 
 
 def run_phase(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one phase in a forked child and return its result.
-
-    The child starts as a copy of this process (imports done, nothing else held), so its ``ru_maxrss``
-    starts at this process's current RSS and ends at the phase's own peak: phases never mask each other,
-    and no child pays the torch/Lightning import again.
-    """
-    if not hasattr(os, "fork"):
-        raise RuntimeError("the pipeline benchmark runs each phase in a forked process; this platform has no os.fork")
-    with tempfile.TemporaryDirectory(prefix="seqrec-phase-") as tmp:
-        out_path = Path(tmp) / "out.json"
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns into the caller (nor into pytest)
-            code = 1
-            try:
-                result = PHASES[spec["phase"]](spec)
-                out_path.write_text(json.dumps(result))
-                code = 0
-            except BaseException:
-                (Path(tmp) / "error.txt").write_text(traceback.format_exc())
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        if status != 0 or not out_path.exists():
-            error = Path(tmp) / "error.txt"
-            detail = error.read_text() if error.exists() else f"no traceback (wait status {status}: killed?)"
-            raise RuntimeError(
-                f"benchmark phase {spec['phase']!r} (max_len {spec['data']['init_args'].get('max_len')}) "
-                f"failed:\n{detail}"
-            )
-        return json.loads(out_path.read_text())
+    """Run the phase ``spec["phase"]`` in a forked child (``seqrec.bench.forked``: its own peak RSS)."""
+    return run_forked(PHASES[spec["phase"]], {**spec, "label": f"{spec['phase']}, max_len {spec.get('max_len', '')}"})
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -56,14 +56,15 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from seqrec.bench.pipeline import PRESETS, SHARED_ENV, _optimizer, _rss_kb, data_source_overrides
+from seqrec.bench.forked import peak_rss_kb as _rss_kb
+from seqrec.bench.forked import run_forked, single_optimizer, training_step
+from seqrec.bench.pipeline import PRESETS, SHARED_ENV, data_source_overrides
 from seqrec.bench.report import format_spread, machine_description, median_and_spread, write_section
 
 TITLE = "Speed"
@@ -93,33 +94,6 @@ SEED = 42  # torch's seed before each build (the build seeds again with the conf
 # ---------------------------------------------------------------------------------------------------
 
 
-def run_forked(phase: Callable[[dict[str, Any]], dict[str, Any]], spec: dict[str, Any]) -> dict[str, Any]:
-    """``phase(spec)`` in a forked child (its own ``ru_maxrss``); its JSON result, or RuntimeError with its traceback."""
-    if not hasattr(os, "fork"):
-        raise RuntimeError("the speed benchmark runs each phase in a forked process; this platform has no os.fork")
-    with tempfile.TemporaryDirectory(prefix="seqrec-speed-") as tmp:
-        out_path, error_path = Path(tmp) / "out.json", Path(tmp) / "error.txt"
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns into the caller (nor into pytest)
-            code = 1
-            try:
-                out_path.write_text(json.dumps(phase(spec)))
-                code = 0
-            except BaseException:
-                error_path.write_text(traceback.format_exc())
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        if status != 0 or not out_path.exists():
-            detail = error_path.read_text() if error_path.exists() else f"no traceback (wait status {status}: killed?)"
-            raise RuntimeError(f"speed phase {phase.__name__} ({spec.get('label', '')}) failed:\n{detail}")
-        return json.loads(out_path.read_text())
-
-
 def _set_threads(threads: int) -> None:
     """torch intra-op threads of this (child) process."""
     import torch
@@ -145,29 +119,12 @@ def _endless(loader: Any) -> Iterator[Any]:
 
 
 def _training_step(run: Any, task: Any) -> Callable[[dict[str, Any]], None]:
-    """One optimiser step as the trainer runs it: training_step in the precision context, backward, clipping, step."""
-    import torch
-
-    optimizer = _optimizer(task)
-    params = [p for p in task.parameters() if p.requires_grad]
+    """One optimiser step as the trainer runs it (``seqrec.bench.forked.training_step`` with this run's
+    clipping and precision context)."""
     trainer_cfg = run.config.trainer
-    clip = getattr(trainer_cfg, "gradient_clip_val", None)
-    by_value = getattr(trainer_cfg, "gradient_clip_algorithm", None) == "value"
-    context = run.trainer.strategy.precision_plugin.train_step_context
-
-    def step(batch: dict[str, Any]) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with context():
-            loss = task.training_step(batch, 0)
-        loss.backward()
-        if clip:
-            if by_value:
-                torch.nn.utils.clip_grad_value_(params, clip)
-            else:
-                torch.nn.utils.clip_grad_norm_(params, clip)
-        optimizer.step()
-
-    return step
+    return training_step(task, single_optimizer(task), getattr(trainer_cfg, "gradient_clip_val", None),
+                         getattr(trainer_cfg, "gradient_clip_algorithm", None) == "value",
+                         run.trainer.strategy.precision_plugin.train_step_context)
 
 
 @contextlib.contextmanager

@@ -17,8 +17,8 @@ Everything after that is the shipped pipeline (``configs/lru_xlong.yaml`` built 
    cached ``Sequences.load`` (read into memory, checksums verified) against ``np.load(mmap_mode="r")`` of the
    same files (what a memory-mapped ``Sequences.load`` would cost).
 2. **Training step** at L = 1,000, batch 32, with LRURec's XLong loss: softmax over the target and 100 uniform
-   negatives per labelled position (``seqrec.tasks.losses.sampled_cross_entropy``; the task's own loss once
-   ``NextItemTask`` takes ``loss: sampled_ce``), backward, gradient clipping at 5, AdamW step; the loader
+   negatives per labelled position (the config's ``loss: sampled_ce``, ``seqrec.tasks.losses.sampled_cross_entropy``),
+   backward, gradient clipping at 5, AdamW step; the loader
    is not timed (its own rate is reported).
 3. **Evaluation** with 10,000 generated uniform negatives per user (``negatives_storage: generated``):
    ``NextItemTask.ranks`` over the validation loader, loader included, users/s.
@@ -40,29 +40,25 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
 import os
-import resource
 import statistics
 import sys
 import tempfile
 import time
-import traceback
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from seqrec.bench.forked import peak_rss_kb, run_forked, single_optimizer, training_step
 from seqrec.bench.report import machine_description, write_section
 
 TITLE = "XLong-shaped synthetic corpus"
 XLONG_USERS, XLONG_ITEMS, XLONG_MEAN_LENGTH = 69_691, 2_122_932, 958.8
 STEPS_TO_CONVERGE = 30 * 2000  # 30 validation intervals (PROTOCOLS.md §1.6; the repro harness's assumption)
 EVAL_PASSES = 32  # 31 validations (step 0 included) and one test
-NEGATIVES_IN_TRAINING = 100
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -115,41 +111,8 @@ def write_corpus(directory: Path, scale: float, seed: int = 0) -> dict[str, Any]
 
 
 def _rss_mib() -> float:
-    """Peak RSS of this process so far, MiB (``ru_maxrss``: KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 1024 / (1024 if sys.platform == "darwin" else 1)
-
-
-def run_forked(phase: Callable[[dict[str, Any]], dict[str, Any]], spec: dict[str, Any]) -> dict[str, Any]:
-    """``phase(spec)`` in a forked child (its own peak RSS); its JSON result, or RuntimeError with its traceback."""
-    if not hasattr(os, "fork"):
-        raise RuntimeError("the XLong benchmark runs each phase in a forked process; this platform has no os.fork")
-    with tempfile.TemporaryDirectory(prefix="seqrec-xlong-") as tmp:
-        out_path, error_path = Path(tmp) / "out.json", Path(tmp) / "error.txt"
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the child never returns into the caller (nor into pytest)
-            code = 1
-            try:
-                import torch
-
-                torch.set_num_threads(spec["threads"])
-                result = phase(spec)
-                result["peak_rss_mib"] = _rss_mib()
-                out_path.write_text(json.dumps(result))
-                code = 0
-            except BaseException:
-                error_path.write_text(traceback.format_exc())
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        if status != 0 or not out_path.exists():
-            detail = error_path.read_text() if error_path.exists() else f"no traceback (wait status {status}: killed?)"
-            raise RuntimeError(f"xlong phase {phase.__name__} failed:\n{detail}")
-        return json.loads(out_path.read_text())
+    """Peak RSS of this process so far, MiB."""
+    return peak_rss_kb() / 1024
 
 
 def xlong_preprocessing() -> Any:
@@ -239,30 +202,14 @@ def phase_train(spec: dict[str, Any]) -> dict[str, Any]:
     """Seconds per training step with the sampled loss (loader untimed), and the loader's own rate."""
     import torch
 
-    from seqrec.tasks.losses import sampled_cross_entropy
 
     baseline = _rss_mib()
     torch.manual_seed(0)
     _, data, task = _built(spec, spec["config"])
-    model = task.model.train()
-    optimizer = task.configure_optimizers()
-    params = [p for p in task.parameters() if p.requires_grad]
-    generator = torch.Generator().manual_seed(0)
-    own_loss = getattr(task, "loss_kind", None) == "sampled_ce"
-
-    def step(batch: dict[str, Any]) -> float:
-        optimizer.zero_grad(set_to_none=True)
-        if own_loss:
-            loss = task.loss(batch)[0]
-        else:
-            hidden = model(batch["items"])  # (B, L, d)
-            labelled = batch["labels"] > 0
-            loss = sampled_cross_entropy(hidden[labelled], model.item_embeddings(), model.item_bias(),
-                                         batch["labels"][labelled], NEGATIVES_IN_TRAINING, generator)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 5.0)
-        optimizer.step()
-        return loss.item()
+    task.model.train()
+    if getattr(task, "loss_kind", None) != "sampled_ce":
+        raise ValueError(f"{spec.get('config')}: the XLong benchmark times LRURec's sampled softmax (loss: sampled_ce)")
+    step = training_step(task, single_optimizer(task), clip=5.0)
 
     loader = iter(data.train_dataloader())
     started = time.perf_counter()
@@ -280,7 +227,8 @@ def phase_train(spec: dict[str, Any]) -> dict[str, Any]:
     return {"step_s": times, "positions": positions, "batch": int(batches[0]["items"].shape[0]),
             "length": int(batches[0]["items"].shape[1]), "train_examples": len(data.datasets["train"]),
             "loader_samples_per_s": sum(len(b["items"]) for b in batches) / loader_seconds,
-            "parameters": sum(p.numel() for p in params), "own_loss": own_loss, "baseline_rss_mib": baseline}
+            "parameters": sum(p.numel() for p in task.parameters() if p.requires_grad),
+            "baseline_rss_mib": baseline}
 
 
 def phase_eval(spec: dict[str, Any]) -> dict[str, Any]:
@@ -413,8 +361,7 @@ def render(results: dict[str, Any], command: str, machine: str, load_end: str) -
                      f"| {evaluation['peak_rss_mib']:,.0f} | {cpu:,.1f} / {gpu:,.2f} |")
     first = next(iter(results["models"].values()))["train"]
     lines += ["", f"Training: batch {first['batch']}, L = {first['length']}, the step = forward, "
-              + ("the task's `sampled_ce` loss" if first["own_loss"] else "`sampled_cross_entropy` over the target and 100 uniform "
-                 "negatives per labelled position (NextItemTask does not take `loss: sampled_ce` yet)")
+              + "the task's `loss: sampled_ce` (softmax over the target and 100 uniform negatives per labelled position)"
               + f", backward, clipping at 5, AdamW; median (min–max) of {len(first['step_s'])} steps after warm-up. Evaluation: "
               f"`NextItemTask.ranks` with {next(iter(results['models'].values()))['eval']['candidates']:,} generated negatives, "
               "no history masking, loader included. CPU hours = (60,000 steps × step + 32 passes × 69,691 users / users/s) / "

@@ -30,7 +30,29 @@ import torch
 from torch import Tensor
 
 
-class FusedLinearCrossEntropy(torch.autograd.Function):
+class _GradientsInForward(torch.autograd.Function):
+    """A loss whose forward pass already computed ∂loss/∂hidden, ∂loss/∂weight and ∂loss/∂bias: backward only
+    scales them by the upstream gradient (the loss is the end of the graph, so nothing is recomputed)."""
+
+    @staticmethod
+    def keep(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, grad_hidden: Tensor,  # noqa: ANN001
+             grad_weight: Tensor, grad_bias: Tensor | None) -> None:
+        """Save the three gradients (float32) and the input dtypes they are returned in."""
+        ctx.save_for_backward(grad_hidden, grad_weight, *(() if grad_bias is None else (grad_bias,)))
+        ctx.has_bias = grad_bias is not None
+        ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_output: Tensor):  # noqa: ANN001, ANN205 (autograd signature)
+        """Scale the gradients computed in the forward pass by ``grad_output``."""
+        grad_hidden, grad_weight, *rest = ctx.saved_tensors
+        h_dtype, w_dtype, b_dtype = ctx.dtypes
+        grad_bias = (rest[0] * grad_output).to(b_dtype) if ctx.has_bias else None
+        return ((grad_hidden * grad_output).to(h_dtype), (grad_weight * grad_output).to(w_dtype), grad_bias,
+                None, None, None)
+
+
+class FusedLinearCrossEntropy(_GradientsInForward):
     """Mean cross-entropy of ``hidden @ weight.T (+ bias)`` against ``target``, gradients computed in the forward pass."""
 
     @staticmethod
@@ -68,19 +90,8 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
                 grad_weight += (g.T @ h).float()
             if grad_bias is not None:
                 grad_bias += probs.sum(dim=0)
-        ctx.save_for_backward(grad_hidden, grad_weight, *(() if grad_bias is None else (grad_bias,)))
-        ctx.has_bias = grad_bias is not None
-        ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
+        _GradientsInForward.keep(ctx, hidden, weight, bias, grad_hidden, grad_weight, grad_bias)
         return (total / rows).float()
-
-    @staticmethod
-    def backward(ctx, grad_output: Tensor):  # noqa: ANN001, ANN205 (autograd signature)
-        """Scale the gradients computed in the forward pass by ``grad_output``."""
-        grad_hidden, grad_weight, *rest = ctx.saved_tensors
-        h_dtype, w_dtype, b_dtype = ctx.dtypes
-        grad_bias = (rest[0] * grad_output).to(b_dtype) if ctx.has_bias else None
-        return ((grad_hidden * grad_output).to(h_dtype), (grad_weight * grad_output).to(w_dtype), grad_bias,
-                None, None, None)
 
 
 def fused_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
@@ -106,7 +117,7 @@ def uniform_negatives(rows: int, num_negatives: int, num_items: int, generator: 
     return drawn if device is None else drawn.to(device)
 
 
-class SampledLinearCrossEntropy(torch.autograd.Function):
+class SampledLinearCrossEntropy(_GradientsInForward):
     """Mean softmax cross-entropy over each row's candidates (column 0 the target), gradients in the forward pass."""
 
     @staticmethod
@@ -141,19 +152,8 @@ class SampledLinearCrossEntropy(torch.autograd.Function):
             grad_weight.index_add_(0, cand.reshape(-1), outer.reshape(-1, width))
             if grad_bias is not None:
                 grad_bias.index_add_(0, cand.reshape(-1), g.reshape(-1))
-        ctx.save_for_backward(grad_hidden, grad_weight, *(() if grad_bias is None else (grad_bias,)))
-        ctx.has_bias = grad_bias is not None
-        ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
+        _GradientsInForward.keep(ctx, hidden, weight, bias, grad_hidden, grad_weight, grad_bias)
         return (total / rows).float()
-
-    @staticmethod
-    def backward(ctx, grad_output: Tensor):  # noqa: ANN001, ANN205 (autograd signature)
-        """Scale the gradients computed in the forward pass by ``grad_output``."""
-        grad_hidden, grad_weight, *rest = ctx.saved_tensors
-        h_dtype, w_dtype, b_dtype = ctx.dtypes
-        grad_bias = (rest[0] * grad_output).to(b_dtype) if ctx.has_bias else None
-        return ((grad_hidden * grad_output).to(h_dtype), (grad_weight * grad_output).to(w_dtype), grad_bias,
-                None, None, None)
 
 
 def sampled_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, num_negatives: int,
