@@ -14,6 +14,13 @@ a change to how a run is assembled is made once. Configs are LightningCLI YAML v
 Links the data into the model once, for every command: ``data.num_items`` -> the model's ``num_items``,
 ``data.item_feature_spec`` -> a feature model's ``feature_spec``, ``data.max_len`` -> a model whose
 constructor takes ``max_len``.
+
+Values are checked when the config is parsed, before any data is loaded or any run directory exists
+(``check_values``: sizes, learning rates, ``@k`` against the candidate set, the monitored metric among the
+logged ones). Every run writes its checkpoints atomically (``AtomicCheckpointIO``) and its config.yaml
+atomically. ``run_command`` is how a command reports a failure: one line ``error: ...`` with the fix (exit
+status 2 for bad input, 1 otherwise, 128 + signal when stopped by one); ``--debug`` or ``SEQREC_DEBUG=1``
+shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -22,19 +29,25 @@ import inspect
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lightning as L
 import torch
 import yaml
 from jsonargparse import ArgumentError, Namespace
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.trainer.states import TrainerFn
 
+from seqrec.atomic import write_text
+from seqrec.callbacks.checkpoint_io import AtomicCheckpointIO, CheckpointWriteError
 from seqrec.callbacks.macs import MACsCallback
 from seqrec.callbacks.memory import MemoryCallback
+from seqrec.callbacks.signals import Interrupted
 from seqrec.callbacks.throughput import ThroughputCallback
 from seqrec.loggers.run_logger import RunLogger, check_logger_names
 
@@ -148,6 +161,91 @@ def check_strategy(trainer_cfg: Namespace) -> None:
         raise ValueError(f"trainer.strategy={text!r} needs the deepspeed package: pip install 'seqrec[deepspeed]'") from None
 
 
+# value rules by key name, wherever the key sits (data.init_args.batch_size, model.init_args.model.init_args.d_model)
+POSITIVE_INTS = ("max_len", "batch_size", "eval_batch_size", "d_model", "num_blocks", "num_heads", "num_layers",
+                 "eval_negatives", "train_negatives", "accumulate_grad_batches")
+POSITIVE = ("lr",)
+NON_NEGATIVE = ("weight_decay", "num_workers", "gradient_clip_val", "patience")
+FRACTIONS = ("dropout",)  # in [0, 1)
+_RANKING = re.compile(r"^(?P<kind>[a-z]+)@(?P<k>\d+)$")
+
+
+def _leaves(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted key, value) of every leaf of a config (Namespace, dict, list)."""
+    if isinstance(value, Namespace):
+        value = value.as_dict()
+    if isinstance(value, dict):
+        out = []
+        for key, item in value.items():
+            out += _leaves(item, f"{prefix}{key}.")
+        return out
+    if isinstance(value, list):
+        out = []
+        for i, item in enumerate(value):
+            out += _leaves(item, f"{prefix}{i}.")
+        return out
+    return [(prefix.rstrip("."), value)]
+
+
+def flag_name(key: str) -> str:
+    """The short dotted flag of a config key (``data.init_args.batch_size`` -> ``data.batch_size``)."""
+    return key.replace(".init_args.", ".")
+
+
+def check_values(config: Namespace) -> None:
+    """ValueError naming the flag, the value and what is accepted, for values no run could use.
+
+    Checked by key name anywhere in the config: ``POSITIVE_INTS`` >= 1, ``POSITIVE`` > 0, ``NON_NEGATIVE``
+    >= 0, ``FRACTIONS`` in [0, 1); plus the metrics (``check_metrics``).
+    """
+    for key, value in _leaves(config):
+        name = key.rsplit(".", 1)[-1]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if name in POSITIVE_INTS and (value < 1 or value != int(value)):
+            problem = "a positive integer"
+        elif name in POSITIVE and not value > 0:
+            problem = "a positive number"
+        elif name in NON_NEGATIVE and value < 0:
+            problem = "a number >= 0"
+        elif name in FRACTIONS and not 0 <= value < 1:
+            problem = "a fraction in [0, 1)"
+        else:
+            continue
+        raise ValueError(f"--{flag_name(key)} {value}: must be {problem}")
+    check_metrics(config)
+
+
+def check_metrics(config: Namespace) -> None:
+    """Ranking metrics: ``@k`` at most the candidates of sampled evaluation; monitored metrics among those logged."""
+    model = config.get("model")
+    metrics = model.init_args.get("metrics") if isinstance(model, Namespace) and "init_args" in model else None
+    if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+        return
+    data = config.get("data")
+    negatives = data.init_args.get("eval_negatives") if isinstance(data, Namespace) and "init_args" in data else None
+    if isinstance(negatives, int) and not isinstance(negatives, bool):
+        candidates = negatives + 1
+        too_big = [m for m in metrics if (match := _RANKING.match(m)) and int(match["k"]) > candidates]
+        if too_big:
+            raise ValueError(
+                f"--model.metrics {too_big}: k larger than the {candidates} candidates of sampled evaluation "
+                f"(the target + data.eval_negatives {negatives}) makes every query a hit; use k <= {candidates}"
+            )
+    logged = {f"{split}/{m}" for m in metrics for split in ("val", "test")}
+    for i, callback in enumerate(config.trainer.get("callbacks") or []):
+        if not isinstance(callback, Namespace) or "init_args" not in callback:
+            continue
+        monitor = callback.init_args.get("monitor")
+        if isinstance(monitor, str) and _RANKING.match(monitor.partition("/")[2]) and monitor not in logged:
+            kind = str(callback.get("class_path", "")).rsplit(".", 1)[-1]
+            raise ValueError(
+                f"{kind} (trainer.callbacks[{i}]) monitors {monitor!r}, which --model.metrics {metrics} does not "
+                f"log: add {monitor.partition('/')[2]!r} to the metrics or set its monitor to one of "
+                f"{sorted(m for m in logged if m.startswith('val/'))}"
+            )
+
+
 def name_run_logger(config: Namespace, experiment: str | None) -> None:
     """Check a RunLogger's backend names; name it after the experiment (``lru_ml1m``) unless a name is set."""
     logger = config.trainer.get("logger")
@@ -219,15 +317,19 @@ class SeqRecCLI(LightningCLI):
         try:
             self.config = parser.parse_args(args)
         except ArgumentError as error:
-            print(f"error: {explain_parse_error(str(error))}\n(python -m seqrec fit --help lists every key)", file=sys.stderr)
+            message = " ".join(explain_parse_error(str(error)).split())
+            print(f"error: {message} (python -m seqrec fit --help lists every key)", file=sys.stderr)
             raise SystemExit(2) from None
 
     def before_instantiate_classes(self) -> None:
         """Threads, the strategy check, the run's name and ``max_len`` into the model."""
         config = self.config
         config[COMPOSE_KEY] = None  # already expanded; a saved config.yaml must not compose again
-        torch.set_num_threads(config.threads or default_threads())
+        check_values(config)
         check_strategy(config.trainer)
+        if config.threads is not None and config.threads < 1:
+            raise ValueError(f"--threads {config.threads}: must be a positive integer (or leave it out: the cores available)")
+        torch.set_num_threads(config.threads or default_threads())
         name_run_logger(config, self.experiment)
         copy_max_len(config)
         if self.adjust is not None:
@@ -238,12 +340,47 @@ class ParseOnly(SeqRecCLI):
     """Parses and validates a config (class paths, argument names and types) without building anything."""
 
     def before_instantiate_classes(self) -> None:
-        """Name the run as a real build would, but set nothing process-wide."""
+        """Check values and name the run as a real build would, but set nothing process-wide."""
         self.config[COMPOSE_KEY] = None
+        check_values(self.config)
         name_run_logger(self.config, self.experiment)
 
     def instantiate_classes(self) -> None:
         """Build nothing."""
+
+
+class SaveRunConfig(SaveConfigCallback):
+    """config.yaml in the run directory, written atomically on rank 0.
+
+    A fit records the config that runs (``ckpt_path`` left out: how a sitting started is not part of the
+    run); resuming checks first that it equals the saved one (``seqrec.fit.resolve_resume``).
+    """
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Write config.yaml once per process."""
+        if self.already_saved:
+            return
+        log_dir = trainer.log_dir  # broadcast from rank 0
+        if trainer.is_global_zero and log_dir is not None:
+            path = Path(log_dir) / self.config_filename
+            config = self.config.clone()
+            if trainer.state.fn == TrainerFn.FITTING and "ckpt_path" in config:
+                config.ckpt_path = None
+                _keep_saved_version(config, path)
+            write_text(path, self.parser.dump(config, skip_none=False))
+        self.already_saved = True
+
+
+def _keep_saved_version(config: Namespace, path: Path) -> None:
+    """A resumed run's config.yaml keeps the logger version its first sitting recorded (``null``: the next free)."""
+    logger = config.trainer.get("logger")
+    if not path.is_file() or not isinstance(logger, Namespace) or "init_args" not in logger:
+        return
+    try:
+        saved = yaml.safe_load(path.read_text())
+        logger.init_args.version = saved["trainer"]["logger"]["init_args"].get("version")
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return
 
 
 def _cli(cls: type[SeqRecCLI], args: list[str], adjust: Callable[[Namespace], None] | None = None,
@@ -260,7 +397,7 @@ def _cli(cls: type[SeqRecCLI], args: list[str], adjust: Callable[[Namespace], No
         args=expanded,
         seed_everything_default=42,
         save_config_kwargs={"overwrite": True},
-        save_config_callback=SaveConfigCallback if save_config else None,
+        save_config_callback=SaveRunConfig if save_config else None,
         parser_kwargs={"allow_abbrev": False},  # a typo such as --trainer.max_epoch must fail, not match a prefix
     )
 
@@ -297,7 +434,15 @@ def build(args: list[str], adjust: Callable[[Namespace], None] | None = None, sa
     directory, which is the working directory when the run has no logger.
     """
     cli = _cli(SeqRecCLI, args, adjust, save_config)
+    install_checkpoint_io(cli.trainer)
     return Run(cli.config, cli.datamodule, cli.model, cli.trainer, cli)
+
+
+def install_checkpoint_io(trainer: L.Trainer) -> None:
+    """Write the trainer's checkpoints atomically (``AtomicCheckpointIO``) where it uses torch's writer."""
+    strategy = trainer.strategy
+    if type(strategy.checkpoint_io) is TorchCheckpointIO:
+        strategy.checkpoint_io = AtomicCheckpointIO()
 
 
 def build_datamodule(args: list[str]) -> L.LightningDataModule:
@@ -316,3 +461,60 @@ def bind(task: L.LightningModule, datamodule: L.LightningDataModule) -> L.Lightn
     if callable(bind_data):
         bind_data(datamodule)
     return task
+
+
+# --- how a command fails ---------------------------------------------------------------------------------
+T = TypeVar("T")
+DEBUG_FLAG = "--debug"
+BAD_INPUT = (ValueError, FileNotFoundError, NotADirectoryError, PermissionError, ArgumentError)
+
+
+def debugging(argv: list[str]) -> bool:
+    """True with ``--debug`` among the arguments or ``SEQREC_DEBUG`` set (to anything but 0/false)."""
+    env = os.environ.get("SEQREC_DEBUG", "").strip().lower()
+    return DEBUG_FLAG in argv or env not in ("", "0", "false", "no")
+
+
+def one_line(error: BaseException) -> str:
+    """The message of ``error`` on one line; for jsonargparse's wrapped instantiation errors, the cause's."""
+    root = error
+    wrapped = type(error).__module__.startswith("jsonargparse") or "Given value:" in str(error)
+    while wrapped and (root.__cause__ or root.__context__) is not None:
+        root = root.__cause__ or root.__context__  # type: ignore[assignment]
+    if isinstance(root, OSError) and root.strerror and root.filename:
+        text = f"{root.strerror}: {root.filename}"
+    else:
+        text = str(root) or type(root).__name__
+    if isinstance(root, KeyError) and len(root.args) == 1:
+        text = f"missing key {root.args[0]!r}"
+    text = " ".join(text.split())
+    return text if len(text) <= 2000 else text[:2000] + " ..."
+
+
+def run_command(command: Callable[[list[str]], T], argv: list[str] | None = None) -> T:
+    """Run ``command(argv)``; report a failure as one line on stderr and exit (see the module docstring)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = debugging(argv)
+    argv = [a for a in argv if a != DEBUG_FLAG]
+    try:
+        return command(argv)
+    except SystemExit:
+        raise
+    except Interrupted as stop:
+        if debug:
+            traceback.print_exc()
+        print(f"{stop}", file=sys.stderr, flush=True)
+        raise SystemExit(stop.exit_code) from None
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        print("error: interrupted (SIGINT)", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+    except Exception as error:  # noqa: BLE001 (every failure a user sees is one line)
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug else " (--debug shows the traceback)"
+        code = 2 if isinstance(error, BAD_INPUT) and not isinstance(error, CheckpointWriteError) else 1
+        kind = "" if isinstance(error, BAD_INPUT + (CheckpointWriteError, OSError)) else f"{type(error).__name__}: "
+        print(f"error: {kind}{one_line(error)}{hint if code == 1 and kind else ''}", file=sys.stderr, flush=True)
+        raise SystemExit(code) from None

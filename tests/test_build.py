@@ -1,6 +1,7 @@
 """The one builder: shipped configs validate, names resolve, composition stacks parts, resolved configs are stable."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,10 @@ from seqrec.build import (
     parse,
     resolve_config,
     resolved_dict,
+    run_command,
     shipped_configs,
 )
+from seqrec.callbacks.signals import Interrupted
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHIPPED = shipped_configs()
@@ -144,3 +147,68 @@ def test_resolved_config_equals_the_one_before_composition(name):
               for k in sorted(set(old_flat) | set(new_flat)) if old_flat.get(k, "<absent>") != new_flat.get(k, "<absent>")
               and k in old_flat}  # a key only in the new config is an option added since (at its default)
     assert not differ, differ
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--data.max_len", "0"], "--data.max_len 0: must be a positive integer"),
+        (["--data.batch_size", "-1"], "--data.batch_size -1: must be a positive integer"),
+        (["--model.init_args.lr", "-1"], "--model.lr -1.0: must be a positive number"),
+        (["--model.init_args.model.init_args.dropout", "1.5"], "--model.model.dropout 1.5: must be a fraction in [0, 1)"),
+        (["--data.eval_negatives", "100", "--model.init_args.metrics", "[hr@10, ndcg@10, hr@500]"],
+         "--model.metrics ['hr@500']: k larger than the 101 candidates of sampled evaluation"),
+        (["--model.init_args.metrics", "[hr@10]"],
+         "ModelCheckpoint (trainer.callbacks[0]) monitors 'val/ndcg@10', which --model.metrics ['hr@10'] does not log"),
+    ],
+)
+def test_values_no_run_could_use_fail_when_the_config_is_parsed(flags, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse(["--config", "sasrec_ml100k", *flags])
+
+
+def test_run_command_reports_one_line_with_the_exit_status(capsys, monkeypatch):
+    def bad_input(argv):
+        raise ValueError("no such thing\n  (details on a second line)")
+
+    def crash(argv):
+        raise RuntimeError("it broke")
+
+    def stopped(argv):
+        raise Interrupted(15, Path("runs/x/version_0/checkpoints/last.ckpt"), 3, 57)
+
+    monkeypatch.delenv("SEQREC_DEBUG", raising=False)
+    for command, code, text in ((bad_input, 2, "error: no such thing (details on a second line)\n"),
+                                (crash, 1, "error: RuntimeError: it broke (--debug shows the traceback)\n"),
+                                (stopped, 143, "stopped by SIGTERM at epoch 3, step 57: checkpoint runs/x/version_0/checkpoints/last.ckpt\n")):
+        with pytest.raises(SystemExit) as exit_info:
+            run_command(command, ["--config", "x"])
+        assert exit_info.value.code == code and capsys.readouterr().err == text
+    with pytest.raises(SystemExit):  # --debug (or SEQREC_DEBUG=1): the traceback too
+        run_command(crash, ["--debug"])
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
+    monkeypatch.setenv("SEQREC_DEBUG", "1")
+    with pytest.raises(SystemExit):
+        run_command(crash, [])
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--config", "sasrec_ml100kk"], "error: config 'sasrec_ml100kk' is neither a file nor a shipped config"),
+        (["--config", "sasrec_ml100k", "--config", "BAD"], "BAD line 3: not valid YAML"),
+    ],
+)
+def test_fit_reports_bad_configs_in_one_line_before_anything_is_built(args, message, tmp_path, capsys, monkeypatch):
+    from seqrec.fit import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.yaml").write_text("trainer:\n  max_epochs: [1\n")
+    args = [str(tmp_path / "bad.yaml") if a == "BAD" else a for a in args]
+    message = message.replace("BAD", str(tmp_path / "bad.yaml"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert exit_info.value.code == 2 and len(err) == 1 and message in err[0]
+    assert not (tmp_path / "runs").exists()

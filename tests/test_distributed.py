@@ -8,6 +8,7 @@ differ; what must not differ is the evaluation of a given model.)
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,13 +86,15 @@ def fixture_args(root: Path, runs: Path) -> list[str]:
     ]
 
 
-def test_popularity_refuses_several_processes(tmp_path):
+def test_popularity_refuses_several_processes(tmp_path, capsys):
     root = write_ml100k(tmp_path / "ml", num_users=11)
     args = ["--config", "configs/sasrec_ml100k.yaml", "--config", "configs/trainer/ddp.yaml",
             "--trainer.devices", "2", "--trainer.accelerator", "cpu",
             "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity", *fixture_args(root, tmp_path / "runs")]
-    with pytest.raises(ValueError, match="no trainable parameters.*one process"):
+    with pytest.raises(SystemExit) as exit_info:
         main(args)
+    assert exit_info.value.code == 2
+    assert re.search(r"^error: .*no trainable parameters.*one process", capsys.readouterr().err, re.M)
 
 
 def evaluate_in_one_process(run_dir: Path, checkpoint: str, out: Path) -> dict[str, float]:

@@ -1,11 +1,20 @@
-"""``seqrec fit``: resume equals an uninterrupted run, step-0 validation."""
+"""``seqrec fit``: resume equals an uninterrupted run on every shipped validation cadence, ``--ckpt_path``
+continues one named run, a failed start leaves no run directory, step-0 validation."""
 
 import json
 from pathlib import Path
 
 import pytest
 
+import seqrec.fit
 from seqrec.fit import main
+
+CADENCES = {
+    # as sasrec_ml100k.yaml ships: validation (and last.ckpt) every 2 epochs
+    "every_2_epochs": ("--trainer.check_val_every_n_epoch", "2"),
+    # as the LRURec configs: every N steps; the first sitting's last.ckpt is mid-epoch (step 15 of 16)
+    "every_5_steps": ("--trainer.check_val_every_n_epoch", "null", "--trainer.val_check_interval", "5"),
+}
 
 
 def tiny(root: Path, run_dir: Path, *extra: str) -> list[str]:
@@ -22,16 +31,58 @@ def tiny(root: Path, run_dir: Path, *extra: str) -> list[str]:
     ]
 
 
-def test_resume_matches_uninterrupted_run(ml100k_root, tmp_path):
-    whole = main(tiny(ml100k_root, tmp_path / "whole", "--trainer.max_epochs", "4"))
+@pytest.mark.parametrize("cadence", sorted(CADENCES))
+def test_resume_matches_uninterrupted_run(ml100k_root, tmp_path, cadence):
+    every = CADENCES[cadence]
+    whole = main(tiny(ml100k_root, tmp_path / "whole", "--trainer.max_epochs", "4", *every))
     # first sitting stops after 2 epochs; the second resumes from last.ckpt and runs to 4
-    main(tiny(ml100k_root, tmp_path / "split", "--trainer.max_epochs", "2", "--test", "false"))
-    resumed = main(tiny(ml100k_root, tmp_path / "split", "--trainer.max_epochs", "4", "--ckpt_path", "last"))
-    assert resumed == pytest.approx(whole, abs=1e-6)
-    # one run directory: the resumed run logged into the first sitting's version
-    assert [p.name for p in (tmp_path / "split" / "sasrec_ml100k").iterdir()] == ["version_0"]
-    written = json.loads((tmp_path / "split" / "sasrec_ml100k" / "version_0" / "test_metrics.json").read_text())
-    assert written == pytest.approx(resumed)
+    main(tiny(ml100k_root, tmp_path / "split", "--trainer.max_epochs", "2", "--test", "false", *every))
+    resumed = main(tiny(ml100k_root, tmp_path / "split", "--trainer.max_epochs", "4", "--ckpt_path", "last", *every))
+    assert resumed == whole  # exactly: same batches in the same order, same dropout
+    # one run directory: the resumed run logged into the first sitting's version, after the first sitting's rows
+    run = tmp_path / "split" / "sasrec_ml100k" / "version_0"
+    assert [p.name for p in run.parent.iterdir()] == ["version_0"]
+    assert json.loads((run / "test_metrics.json").read_text()) == pytest.approx(resumed)
+    header, *rows = (run / "metrics.csv").read_text().splitlines()
+    sitting = header.split(",").index("sitting")
+    assert {row.split(",")[sitting] for row in rows} == {"0", "1"}
+
+
+def test_ckpt_path_last_refuses_a_run_of_another_config_and_a_run_can_be_named(ml100k_root, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    main(tiny(ml100k_root, runs, "--trainer.max_epochs", "1", "--test", "false"))  # version_0: lr 0.001
+    main(tiny(ml100k_root, runs, "--trainer.max_epochs", "1", "--test", "false", "--model.init_args.lr", "0.01"))
+    base = runs / "sasrec_ml100k"
+    saved = {v: (base / v / "config.yaml").read_text() for v in ("version_0", "version_1")}
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:  # the newest run (version_1) ran with lr 0.01
+        main(tiny(ml100k_root, runs, "--trainer.max_epochs", "2", "--ckpt_path", "last"))
+    [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error: ")]
+    assert exit_info.value.code == 2
+    assert "model.lr: 0.01 in the run, 0.001 now" in line
+    assert "version_1 (differs in model.lr); version_0 (same config)" in line and f"--ckpt_path {base}/version_N" in line
+    assert {v: (base / v / "config.yaml").read_text() for v in saved} == saved  # no config rewritten
+    # a run named by its directory continues there
+    main(tiny(ml100k_root, runs, "--trainer.max_epochs", "2", "--test", "false", "--ckpt_path", str(base / "version_0")))
+    assert sorted(p.name for p in base.iterdir()) == ["version_0", "version_1"]
+    assert json.loads((base / "version_0" / "fit_summary.json").read_text())["epochs"] == 2
+    # and a run of another config continues under its own config
+    main(["--config", str(base / "version_1" / "config.yaml"), "--trainer.max_epochs", "2", "--test", "false",
+          "--ckpt_path", str(base / "version_1")])
+    assert json.loads((base / "version_1" / "fit_summary.json").read_text())["epochs"] == 2
+    assert (base / "version_1" / "config.yaml").read_text() == saved["version_1"].replace("max_epochs: 1", "max_epochs: 2")
+
+
+def test_a_run_that_fails_at_start_leaves_no_run_directory(ml100k_root, tmp_path, monkeypatch, capsys):
+    def fail(self, trainer, pl_module):
+        raise RuntimeError("injected failure at the start of training")
+
+    monkeypatch.setattr(seqrec.fit.SittingMarker, "on_train_start", fail)
+    with pytest.raises(SystemExit) as exit_info:
+        main(tiny(ml100k_root, tmp_path, "--trainer.max_epochs", "1"))
+    assert exit_info.value.code == 1
+    assert "error: RuntimeError: injected failure at the start of training" in capsys.readouterr().err
+    assert list((tmp_path / "sasrec_ml100k").iterdir()) == []  # config.yaml had been written; the folder is gone
 
 
 def test_validate_first_logs_step_zero(ml100k_root, tmp_path):

@@ -35,3 +35,13 @@ def test_test_command_needs_a_checkpoint(ml100k_root, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["test", *tiny(ml100k_root, tmp_path / "runs")])
     assert exit_info.value.code == 2 and "--ckpt_path" in capsys.readouterr().err
+
+
+def test_test_command_names_a_corrupt_checkpoint_in_one_line(ml100k_root, tmp_path, capsys):
+    broken = tmp_path / "best.ckpt"
+    broken.write_bytes(b"PK\x03\x04 not a whole checkpoint")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["test", *tiny(ml100k_root, tmp_path / "runs"), "--ckpt_path", str(broken)])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert exit_info.value.code == 2 and len(err) == 1 and f"checkpoint {broken} cannot be used" in err[0]
+    assert not (tmp_path / "runs").exists()  # refused before anything was built

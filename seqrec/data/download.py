@@ -1,7 +1,9 @@
 """Downloads with checksums: atomic writes into the cache, offline fallbacks, errors that say what to do.
 
-Every file lands through a temporary file in the destination's own directory and ``os.replace``, so a
-reader never sees half a file and an interrupted download leaves nothing behind. A checksum mismatch
+Every file lands through a temporary file in the destination's own directory, fsynced, given the
+umask's mode (``mkstemp`` would leave 0600, unreadable to the other users of a shared cache) and moved
+into place with ``os.replace``, so a reader never sees half a file and an interrupted download leaves
+nothing behind. A checksum mismatch
 never replaces a good file. Where only an md5 is published, the sha256 computed on first download is
 kept in a sidecar ``<dest>.sha256`` and checked on every later use (trust on first use).
 
@@ -23,7 +25,11 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path
+
+from seqrec.atomic import atomic_write
+from seqrec.data.array_cache import CACHE_HINT, CacheNotWritable, unwritable
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +85,30 @@ def write_sidecar(dest: str | os.PathLike, sha256: str) -> Path:
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _finish(tmp: str | os.PathLike) -> None:
+    """fsync a finished temporary file and give it the umask's mode (mkstemp creates 0600)."""
+    with open(tmp, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.chmod(tmp, 0o666 & ~_umask())
+
+
+def _temporary(dest: Path, suffix: str = ".part") -> tuple[int, str]:
+    """``mkstemp`` beside ``dest`` (its folder created); a read-only or full cache says what to set."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        return tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=suffix)
+    except OSError as error:
+        if unwritable(error):
+            raise CacheNotWritable(f"cannot write {dest} ({error.strerror or error}): {CACHE_HINT}") from None
         raise
 
 
@@ -125,8 +147,11 @@ def _existing_is_valid(dest: Path, sha256: str | None, md5: str | None) -> bool:
         return False
     if sha256 is None and recorded is None:
         # No sha256 known yet (md5 only, or nothing published): record it now (trust on first use).
-        write_sidecar(dest, actual["sha256"])
-        log.info("Recorded sha256 %s for %s in %s", actual["sha256"], dest, sidecar_path(dest))
+        try:
+            write_sidecar(dest, actual["sha256"])
+            log.info("Recorded sha256 %s for %s in %s", actual["sha256"], dest, sidecar_path(dest))
+        except OSError as error:  # a read-only shared cache: use the file, record nothing
+            log.warning("could not record the sha256 of %s (%s)", dest, error.strerror or error)
     return True
 
 
@@ -163,8 +188,7 @@ def fetch(
     if offline():
         raise DownloadError(f"SEQREC_OFFLINE is set, not downloading {url} to {dest}. {manual_fix(url, dest)}")
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    fd, tmp_name = _temporary(dest)
     tmp = Path(tmp_name)
     hashers = {"sha256": hashlib.sha256(), "md5": hashlib.md5()}
     log.info("Downloading %s to %s", url, dest)
@@ -192,6 +216,7 @@ def fetch(
                 f"Nothing was written to {dest}. The server may serve a different version of the file: "
                 f"check the URL and the expected checksum. {manual_fix(url, dest)}"
             )
+        _finish(tmp)
         os.replace(tmp, dest)
     finally:
         if fd >= 0:
@@ -296,10 +321,9 @@ def extract_member(
     dest = Path(dest)
     if sha256 is not None and dest.is_file() and sha256_of(dest) == sha256.lower():
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
     try:
         archive = zipfile.ZipFile(zip_path)
-    except zipfile.BadZipFile as e:
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise ValueError(f"{zip_path} is not a valid zip archive ({e}); delete it and fetch it again.") from e
     with archive:
         try:
@@ -312,18 +336,22 @@ def extract_member(
                 + (f" (found {similar})" if similar else f" ({len(names)} members, e.g. {names[:5]})")
                 + "; the archive is not the expected version."
             ) from None
-        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+        fd, tmp_name = _temporary(dest)
         h = hashlib.sha256()
         try:
-            with archive.open(info) as src, os.fdopen(fd, "wb") as out:
-                while chunk := src.read(_CHUNK):
-                    out.write(chunk)
-                    h.update(chunk)
+            try:
+                with archive.open(info) as src, os.fdopen(fd, "wb") as out:
+                    while chunk := src.read(_CHUNK):
+                        out.write(chunk)
+                        h.update(chunk)
+            except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+                raise ValueError(f"{zip_path} is corrupt ({member}: {e}); delete it and fetch it again.") from None
             if sha256 is not None and h.hexdigest() != sha256.lower():
                 raise ValueError(
                     f"Checksum mismatch for {member} in {zip_path}: expected sha256 {sha256.lower()}, "
                     f"got {h.hexdigest()}. Nothing was written to {dest}."
                 )
+            _finish(tmp_name)
             os.replace(tmp_name, dest)
         finally:
             with contextlib.suppress(FileNotFoundError):

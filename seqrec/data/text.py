@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import os
 import warnings
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,8 +31,8 @@ def read_maybe_gzip(path: str | os.PathLike) -> bytes:
         try:
             with gzip.open(path, "rb") as f:
                 return f.read()
-        except (OSError, EOFError) as e:
-            raise ValueError(f"{path} looks gzipped but cannot be decompressed ({e}); fetch it again.") from e
+        except (OSError, EOFError, zlib.error) as e:
+            raise ValueError(f"{path} looks gzipped but cannot be decompressed ({e}); fetch it again.") from None
     return path.read_bytes()
 
 
@@ -198,6 +199,22 @@ def _fast_ints(data: bytes, split: bytes | None, total: int) -> np.ndarray | Non
 
 
 def read_sentences(path: str | os.PathLike) -> list[str]:
-    """Non-empty lines of a (possibly gzipped) UTF-8 text file, stripped."""
-    text = read_maybe_gzip(path).decode("utf-8", errors="replace")
+    """Non-empty lines of a (possibly gzipped) UTF-8 text file, stripped.
+
+    ValueError naming the file and line when the text is not UTF-8 or holds NUL bytes (a corrupt or
+    binary file read as text).
+    """
+    data = read_maybe_gzip(path)
+    nul = data.find(b"\x00")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(
+            f"{path}, line {line}: not UTF-8 text (byte {data[error.start]:#04x}); the file is corrupt or not "
+            "in this format: fetch it again or fix the line."
+        ) from None
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise ValueError(f"{path}, line {line}: holds NUL bytes, not text; the file is corrupt: fetch it again.")
     return [line.strip() for line in text.splitlines() if line.strip()]

@@ -1,8 +1,24 @@
-"""Data loaders shared by every datamodule: shuffled training, exact (padding-flagged) evaluation shards."""
+"""Data loaders shared by every datamodule: a resumable seeded training order, exact (padding-flagged) evaluation shards.
+
+Training order. Epoch e visits the training examples in a permutation drawn from ``seed + e`` alone
+(``EpochShuffle``), never from the global torch generator, and the loader records in every checkpoint how
+many batches of its epoch were done (``ResumableLoader``; Lightning saves and restores a loader that has
+``state_dict``/``load_state_dict``). A resumed run therefore sees exactly the batches an uninterrupted run
+sees, wherever the checkpoint was taken (end of an epoch, a validation every N epochs or every N steps, a
+signal in the middle of an epoch), and the global generator is left to the model (dropout), whose state
+``seqrec.callbacks.rng`` restores.
+
+Every loader also gets its own ``torch.Generator``: a DataLoader otherwise draws its workers' base seed
+from the global generator each time it is iterated, so merely running a validation would move the
+training's random stream.
+"""
 
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import lightning as L
 import torch
@@ -44,11 +60,83 @@ def eval_shards(dataset: Dataset, trainer: L.Trainer | None) -> tuple[Dataset, D
     return padded, DistributedSampler(padded, num_replicas=world, rank=trainer.global_rank, shuffle=False)
 
 
+def run_seed() -> int:
+    """The run's seed as ``seed_everything`` recorded it (``$PL_GLOBAL_SEED``), else 0."""
+    try:
+        return int(os.environ.get("PL_GLOBAL_SEED", "0"))
+    except ValueError:
+        return 0
+
+
+class EpochShuffle(DistributedSampler):
+    """The training order: epoch e is a permutation drawn from ``seed + e``, this rank's share of it.
+
+    A ``DistributedSampler`` (so Lightning keeps it under several processes and calls ``set_epoch``),
+    also used in one process. ``resume(epoch, batches)`` makes the next iteration of that epoch skip its
+    first ``batches`` batches of ``batch_size`` (the ones a checkpoint says were trained on).
+    """
+
+    def __init__(self, dataset: Dataset, batch_size: int, num_replicas: int = 1, rank: int = 0, seed: int = 0) -> None:
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed, drop_last=False)
+        self.batch_size = batch_size
+        self._resume: tuple[int, int] | None = None
+
+    def resume(self, epoch: int, batches: int) -> None:
+        """Start at ``epoch``, skipping its first ``batches`` batches, once."""
+        self.set_epoch(epoch)
+        self._resume = (epoch, batches)
+
+    def __iter__(self) -> Iterator[int]:
+        indices = list(super().__iter__())  # randperm(seed + epoch), padded to a multiple of W, every W-th from rank
+        skip = 0
+        if self._resume is not None:
+            epoch, batches = self._resume
+            self._resume = None
+            if epoch == self.epoch:
+                skip = batches * self.batch_size
+        return iter(indices[skip:])
+
+
+class ResumableLoader(DataLoader):
+    """A training DataLoader over an ``EpochShuffle`` whose position is saved in every checkpoint.
+
+    ``state_dict()`` is ``{"epoch", "batches"}``: the sampler's epoch and the batches of it the trainer has
+    processed (``batches_done()``); ``load_state_dict`` makes the sampler resume there. Lightning calls
+    both for a loader that has them (its "stateful dataloader" support) and then counts on the loader to
+    yield only the batches not yet done.
+    """
+
+    def __init__(self, dataset: Dataset, sampler: EpochShuffle, batches_done: Callable[[], int], **kwargs: Any) -> None:
+        super().__init__(dataset, sampler=sampler, **kwargs)
+        self.batches_done = batches_done
+
+    def state_dict(self) -> dict[str, int]:
+        """Where the training stands in the data: the epoch and how many of its batches are done."""
+        assert isinstance(self.sampler, EpochShuffle)
+        return {"epoch": int(self.sampler.epoch), "batches": int(self.batches_done())}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue from a position saved by ``state_dict``."""
+        assert isinstance(self.sampler, EpochShuffle)
+        self.sampler.resume(int(state["epoch"]), int(state["batches"]))
+
+
+def batches_done(trainer: L.Trainer | None) -> int:
+    """Training batches the trainer has processed in the current epoch (0 outside a fit)."""
+    if trainer is None:
+        return 0
+    try:
+        return int(trainer.fit_loop.epoch_loop.batch_progress.current.processed)
+    except AttributeError:
+        return 0
+
+
 class SplitLoaders:
     """Mixin: ``train/val/test_dataloader`` over ``self.datasets["train" | "valid" | "test"]``.
 
     Expects ``datasets``, ``batch_size``, ``eval_batch_size`` and ``num_workers`` on the datamodule.
-    Evaluation loaders never shuffle and, under several processes, shard exactly (``eval_shards``).
+    Training batches follow ``EpochShuffle`` (seeded by the run's seed, resumable mid-epoch); evaluation
+    loaders never shuffle and, under several processes, shard exactly (``eval_shards``).
     """
 
     datasets: dict[str, Dataset]
@@ -56,27 +144,44 @@ class SplitLoaders:
     eval_batch_size: int
     num_workers: int
 
-    def _loader(self, name: str, batch_size: int, shuffle: bool) -> DataLoader:
-        dataset, sampler = self.datasets[name], None
-        if not shuffle:  # evaluation: exact shards under multi-process runs (see eval_shards)
-            dataset, sampler = eval_shards(dataset, getattr(self, "trainer", None))
+    def _trainer(self) -> L.Trainer | None:
+        try:
+            return getattr(self, "trainer", None)
+        except RuntimeError:  # a LightningDataModule not attached to a trainer
+            return None
+
+    def _eval_loader(self, name: str) -> DataLoader:
+        dataset, sampler = eval_shards(self.datasets[name], self._trainer())
         return DataLoader(
             dataset,
-            batch_size=batch_size,
-            shuffle=shuffle,
+            batch_size=self.eval_batch_size,
+            shuffle=False,
             sampler=sampler,
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
+            generator=torch.Generator(),  # not the global one (see the module docstring)
         )
 
     def train_dataloader(self) -> DataLoader:
-        """Shuffled training examples."""
-        return self._loader("train", self.batch_size, shuffle=True)
+        """Training examples in the seeded, resumable order of ``EpochShuffle``."""
+        trainer = self._trainer()
+        world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+        seed = run_seed()
+        sampler = EpochShuffle(self.datasets["train"], self.batch_size, num_replicas=world, rank=rank, seed=seed)
+        return ResumableLoader(
+            self.datasets["train"],
+            sampler,
+            lambda: batches_done(self._trainer()),
+            batch_size=self.batch_size,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+            generator=torch.Generator().manual_seed(seed),
+        )
 
     def val_dataloader(self) -> DataLoader:
         """Validation examples in order."""
-        return self._loader("valid", self.eval_batch_size, shuffle=False)
+        return self._eval_loader("valid")
 
     def test_dataloader(self) -> DataLoader:
         """Test examples in order."""
-        return self._loader("test", self.eval_batch_size, shuffle=False)
+        return self._eval_loader("test")

@@ -22,6 +22,7 @@ from typing import Any
 from seqrec.atomic import atomic_write, write_text
 
 _METRIC = re.compile(r"^(?P<split>[a-z]+)/(?P<kind>[a-z]+)@(?P<k>\d+)$")
+SITTING = "sitting"  # metrics.csv column: 0 for the first sitting of a run, n for its n-th resume
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -47,10 +48,37 @@ def find_run_dir(path: str | Path) -> Path:
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, float]]:
-    """Rows of metrics.csv as {column: float}, empty cells left out."""
+    """The run's history from metrics.csv: rows as {column: float}, empty cells left out (``current_rows``)."""
+    return current_rows(read_csv_rows(run_dir / "metrics.csv"))
+
+
+def current_rows(rows: list[dict[str, float]]) -> list[dict[str, float]]:
+    """``rows`` without what a later sitting replaced: the rows an earlier sitting logged after the step a
+    later one resumed from (work lost with a crash and done again). A resumed sitting's first row is its
+    marker, ``{sitting, step}`` alone. Rows of the same step and key keep their file order, so readers that
+    let later rows win take the later sitting's value.
+    """
+    starts: dict[int, float] = {}
+    for row in rows:
+        if set(row) == {SITTING, "step"}:
+            starts.setdefault(int(row[SITTING]), row["step"])
+    kept = []
+    for row in rows:
+        sitting = int(row.get(SITTING, 0))
+        later = [start for s, start in starts.items() if s > sitting]
+        if later and row.get("step", -1) > min(later):
+            continue
+        kept.append(row)
+    return kept
+
+
+def read_csv_rows(path: Path) -> list[dict[str, float]]:
+    """Every well-formed row of a metrics.csv as {column: float} (a row cut short by a kill is skipped)."""
     rows = []
-    with open(run_dir / "metrics.csv", newline="") as handle:
+    with open(path, newline="") as handle:
         for row in csv.DictReader(handle):
+            if None in row or None in row.values():
+                continue
             values = {}
             for key, text in row.items():
                 if key is None or text in ("", None):

@@ -15,24 +15,39 @@ to Lightning's ``WandbLogger`` when "wandb" is among ``loggers``:
 
 ``close()`` (called by ``seqrec.fit`` after testing, and at interpreter exit otherwise) writes the
 report and finishes the wandb run, so a later run in the same process starts its own.
+
+A run directory keeps everything it ever logged. Lightning's CSV logger deletes the ``metrics.csv`` of a
+version it logs into again; ``AppendingWriter`` appends instead (header changes rewrite the file atomically),
+writes every row as it is logged (``flush_logs_every_n_steps`` 1: a kill loses nothing that was logged), and
+tags rows with the ``sitting`` they came from (0, then 1 for the first resume, ...). A resumed sitting starts
+with a row ``{sitting: n}`` at the step it resumed from; the report (``seqrec.loggers.report``) reads the
+history with later sittings replacing what earlier ones logged after that step, while the CSV keeps both.
+The wandb run of a resumed version continues under the same run id.
 """
 
 from __future__ import annotations
 
 import atexit
+import csv
 import logging
 import netrc
 import os
+import re
 import shutil
 import warnings
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
+from lightning.fabric.loggers.logger import rank_zero_experiment
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.core.saving import save_hparams_to_yaml
 from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
-from seqrec.loggers.report import read_table, write_report
+from seqrec.atomic import atomic_write
+from seqrec.loggers.report import SITTING, read_table, write_report
 
 log = logging.getLogger(__name__)
 LOGGER_NAMES = ("csv", "wandb")
@@ -85,6 +100,18 @@ def _wandb_logger(kwargs: dict[str, Any]) -> Any:
     return logger
 
 
+_WANDB_RUN_DIR = re.compile(r"^(?:offline-)?run-(?P<time>\d{8}_\d{6})-(?P<id>[a-z0-9]+)(?:-(?P<again>\d+))?$")
+
+
+def previous_wandb_id(run_dir: Path) -> str | None:
+    """The id of the newest wandb run logged in ``run_dir`` (``wandb/offline-run-<time>-<id>[-n]``), or None."""
+    found = [m for p in (run_dir / "wandb").glob("*run-*") if p.is_dir() and (m := _WANDB_RUN_DIR.match(p.name))]
+    if not found:
+        return None
+    newest = max(found, key=lambda m: (m["time"], int(m["again"] or 0)))
+    return newest["id"]
+
+
 def check_logger_names(loggers: list[str] | None) -> list[str]:
     """Normalised backend names; ValueError naming the valid ones for an unknown name or a missing "csv"."""
     names = [str(n).strip().lower() for n in (LOGGER_NAMES if loggers is None else loggers)]
@@ -99,6 +126,66 @@ def check_logger_names(loggers: list[str] | None) -> list[str]:
     return names
 
 
+class AppendingWriter(ExperimentWriter):
+    """Lightning's CSV experiment writer, append-only across sittings (see the module docstring)."""
+
+    def __init__(self, log_dir: str) -> None:
+        super().__init__(log_dir)
+        self.sitting = 0
+        path = Path(self.metrics_file_path)
+        if path.is_file() and path.stat().st_size:
+            with open(path, "rb+") as handle:  # a row cut by a kill gets its own line, not the next row's
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) != b"\n":
+                    handle.write(b"\n")
+            with open(path, newline="") as handle:
+                reader = csv.reader(handle)
+                header = next(reader, [])
+                column = header.index(SITTING) if SITTING in header else None
+                sittings = [row[column] for row in reader if column is not None and len(row) == len(header)]
+            self.metrics_keys = [key for key in header if key]
+            self.sitting = 1 + max((int(float(v)) for v in sittings if v), default=0)
+
+    def _check_log_dir_exists(self) -> None:
+        """Keep what the directory holds (Lightning deletes metrics.csv here)."""
+
+    def log_metrics(self, metrics_dict: dict[str, float], step: int | None = None) -> None:
+        """Record a row, tagged with this sitting."""
+        super().log_metrics({**metrics_dict, SITTING: self.sitting}, step)
+
+    def log_hparams(self, params: dict[str, Any]) -> None:
+        """hparams.yaml, written atomically."""
+        self.hparams.update(params)
+        atomic_write(Path(self.log_dir) / self.NAME_HPARAMS_FILE, lambda tmp: save_hparams_to_yaml(tmp, self.hparams))
+
+    def _rewrite_with_new_header(self, fieldnames: list[str]) -> None:
+        """Rewrite metrics.csv under a wider header, atomically (rows cut by a kill are kept as they are)."""
+        path = Path(self.metrics_file_path)
+        with open(path, newline="") as handle:
+            rows = list(csv.reader(handle))
+        header = rows[0] if rows else []
+
+        def write(tmp: str) -> None:
+            with open(tmp, "w", newline="") as out:
+                writer = csv.writer(out)
+                writer.writerow(fieldnames)
+                for row in rows[1:]:
+                    cells = dict(zip(header, row))
+                    writer.writerow([cells.get(name, "") for name in fieldnames])
+
+        atomic_write(path, write)
+
+
+class SittingMarker(Callback):
+    """At the start of training, lets every ``RunLogger`` mark where a resumed sitting begins."""
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        """Mark the sitting at the step the run resumed from."""
+        for logger in trainer.loggers:
+            if isinstance(logger, RunLogger):
+                logger.mark_sitting(trainer.global_step)
+
+
 class RunLogger(CSVLogger):
     """CSV record of the run directory + optional wandb (see the module docstring).
 
@@ -109,7 +196,7 @@ class RunLogger(CSVLogger):
         loggers: backends, from ``LOGGER_NAMES`` ("csv" is the run directory's record and must stay).
         project: wandb project.
         wandb_mode: "auto", "offline", "online" or "disabled".
-        flush_logs_every_n_steps: how often metrics.csv is written.
+        flush_logs_every_n_steps: how often metrics.csv is written (1: every row as it is logged).
     """
 
     def __init__(
@@ -120,7 +207,7 @@ class RunLogger(CSVLogger):
         loggers: list[str] | None = None,
         project: str = "seqrec",
         wandb_mode: Literal["auto", "offline", "online", "disabled"] = "auto",
-        flush_logs_every_n_steps: int = 100,
+        flush_logs_every_n_steps: int = 1,
     ) -> None:
         super().__init__(save_dir, name=name or "default", version=version, flush_logs_every_n_steps=flush_logs_every_n_steps)
         names = check_logger_names(loggers)
@@ -133,6 +220,37 @@ class RunLogger(CSVLogger):
         self.project, self.wandb_mode = project, wandb_mode
         self._wandb: Any = None
         self._closed = False
+
+    def _get_next_version(self) -> int:
+        """The next free ``version_N``, claimed by creating its folder (two runs started at once get two)."""
+        version = super()._get_next_version()
+        if rank_zero_only.rank != 0:
+            return version
+        root = Path(self.root_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                (root / f"version_{version}").mkdir()
+                return version
+            except FileExistsError:
+                version += 1
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> AppendingWriter:  # type: ignore[override]
+        """The append-only CSV writer of the run directory."""
+        if self._experiment is None:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = AppendingWriter(log_dir=self.log_dir)
+        return self._experiment
+
+    @rank_zero_only
+    def mark_sitting(self, step: int) -> None:
+        """Log the row that starts a resumed sitting at ``step`` (the report's boundary between sittings)."""
+        writer = self.experiment
+        if writer.sitting > 0:
+            writer.log_metrics({}, step)
+            self.save()
 
     # --- wandb ------------------------------------------------------------------------------------
     @property
@@ -157,6 +275,9 @@ class RunLogger(CSVLogger):
             "group": self.name, "mode": mode,
             "settings": wandb.Settings(silent=mode == "offline", init_timeout=60),
         }
+        previous = previous_wandb_id(directory)
+        if previous is not None:  # a resumed run directory continues its wandb run
+            kwargs.update(id=previous, resume="allow")
         logger = _wandb_logger(kwargs)
         try:
             experiment = logger.experiment

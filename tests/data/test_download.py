@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import os
 import socket
 import subprocess
 import threading
@@ -283,3 +284,26 @@ def test_pip_download_failure_says_what_to_do(tmp_path: Path, monkeypatch: pytes
         pip_download("demo==1.0", tmp_path)
     message = str(info.value)
     assert "Could not find a version" in message and "pip download --no-deps" in message and str(tmp_path) in message
+
+
+def test_downloads_and_extractions_are_readable_by_other_users(tmp_path: Path) -> None:
+    source = tmp_path / "src.bin"
+    source.write_bytes(b"payload")
+    mask = os.umask(0o022)
+    os.umask(mask)
+    dest = fetch(source.as_uri(), tmp_path / "cache" / "file.bin")
+    archive = _zip(tmp_path / "a.zip", {"dir/x.txt": b"inside"})
+    member = extract_member(archive, "dir/x.txt", tmp_path / "cache" / "x.txt")
+    for path in (dest, member, sidecar_path(dest)):
+        assert path.stat().st_mode & 0o777 == 0o666 & ~mask, path  # not mkstemp's 0600
+
+
+def test_a_corrupt_zip_member_names_the_archive(tmp_path: Path) -> None:
+    archive = _zip(tmp_path / "a.zip", {"dir/x.txt": b"inside" * 1000})
+    data = bytearray(archive.read_bytes())
+    start = data.index(b"dir/x.txt") + len("dir/x.txt")  # the local header's name, then the stored data
+    data[start + 10] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"a.zip is corrupt .*dir/x.txt.*fetch it again"):
+        extract_member(archive, "dir/x.txt", tmp_path / "x.txt")
+    assert not (tmp_path / "x.txt").exists() and _leftovers(tmp_path) == []

@@ -48,3 +48,18 @@ def test_gzip_is_detected_by_content_and_sentences_are_stripped(tmp_path) -> Non
     (tmp_path / "broken.gz").write_bytes(b"\x1f\x8bnot gzip")
     with pytest.raises(ValueError, match="cannot be decompressed"):
         read_maybe_gzip(tmp_path / "broken.gz")
+
+
+def test_corrupt_gzip_and_binary_text_name_the_file_and_line(tmp_path) -> None:
+    data = bytearray(gzip.compress(bytes(range(256)) * 64 + b"1 2\n" * 5000))
+    for i in range(30, 300, 7):
+        data[i] ^= 0xFF  # corrupt deflate data: zlib.error, not an OSError
+    (tmp_path / "bad.txt.gz").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"bad.txt.gz looks gzipped but cannot be decompressed .*fetch it again"):
+        read_maybe_gzip(tmp_path / "bad.txt.gz")
+    (tmp_path / "latin.txt").write_bytes(b"a b\nc \xff d\n")
+    with pytest.raises(ValueError, match=r"latin.txt, line 2: not UTF-8 text \(byte 0xff\)"):
+        read_sentences(tmp_path / "latin.txt")
+    (tmp_path / "binary.txt").write_bytes(b"a b\nc d\n\x00\x00\x01")
+    with pytest.raises(ValueError, match=r"binary.txt, line 3: holds NUL bytes"):
+        read_sentences(tmp_path / "binary.txt")

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from seqrec.loggers.report import (
+    current_rows,
     find_run_dir,
     learning_curve,
     metrics_at_k,
@@ -74,3 +75,18 @@ def test_cli_picks_the_newest_version_and_rejects_other_folders(tmp_path, capsys
     assert main([str(newest), "--out", str(out)]) == 0 and (out / "learning_curve.png").is_file()
     assert main([str(tmp_path / "missing")]) == 1
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_the_history_takes_a_later_sitting_over_what_a_crashed_one_logged_after_its_checkpoint():
+    rows = [
+        {"sitting": 0, "step": 10, "train/loss": 1.0},
+        {"sitting": 0, "step": 20, "val/ndcg@10": 0.2, "epoch": 1},  # the checkpoint the next sitting resumed from
+        {"sitting": 0, "step": 30, "train/loss": 0.9},  # lost with the crash: done again below
+        {"sitting": 0, "step": 40, "val/ndcg@10": 0.5, "epoch": 3},  # never happened in the run that continued
+        {"sitting": 1, "step": 20},
+        {"sitting": 1, "step": 30, "train/loss": 0.8},
+    ]
+    kept = current_rows(rows)
+    assert kept == [rows[0], rows[1], rows[4], rows[5]]
+    loss, validation = learning_curve(kept)
+    assert loss == {10: 1.0, 30: 0.8} and validation == {"val/ndcg@10": {1: 0.2}}

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from seqrec.fit import main
-from seqrec.loggers.run_logger import RunLogger, check_logger_names, resolve_wandb_mode, wandb_credentials
+from seqrec.loggers.run_logger import (
+    RunLogger,
+    check_logger_names,
+    previous_wandb_id,
+    resolve_wandb_mode,
+    wandb_credentials,
+)
 
 WANDB_CLI = Path(sys.executable).parent / "wandb"
 
@@ -96,14 +102,58 @@ def test_csv_only_run_has_no_wandb_folder(ml100k_root, tmp_path, no_account):
     assert (run / "summary.md").is_file()
 
 
-def test_unknown_logger_name_fails_with_the_valid_names(ml100k_root, tmp_path):
-    with pytest.raises(ValueError, match=r"valid names are \['csv', 'wandb'\]"):
-        main(fit_args(ml100k_root, tmp_path, "--trainer.logger.init_args.loggers", "[csv, tensorboard]"))
+def one_line_error(capsys, args: list[str]) -> str:
+    """Run fit expecting a bad-input failure: exit status 2 and exactly one line on stderr."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert exit_info.value.code == 2 and len(err) == 1, err
+    return err[0]
+
+
+def test_unknown_logger_name_fails_with_the_valid_names(ml100k_root, tmp_path, capsys):
+    err = one_line_error(capsys, fit_args(ml100k_root, tmp_path, "--trainer.logger.init_args.loggers", "[csv, tensorboard]"))
+    assert "valid names are ['csv', 'wandb']" in err
+    assert not (tmp_path / "sasrec_ml100k").exists()  # rejected before a run directory exists
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="checks the message on a machine without CUDA")
-def test_deepspeed_without_cuda_fails_at_start_and_says_what_to_use(ml100k_root, tmp_path):
-    with pytest.raises(ValueError, match=r"needs CUDA GPUs.*configs/trainer/ddp.yaml --trainer.accelerator cpu"):
-        main(fit_args(ml100k_root, tmp_path, "--config", "configs/trainer/deepspeed_stage2.yaml"))
-    with pytest.raises(ValueError, match="needs CUDA GPUs"):
-        main(fit_args(ml100k_root, tmp_path, "--config", "trainer/deepspeed_stage3.yaml"))
+def test_deepspeed_without_cuda_fails_at_start_and_says_what_to_use(ml100k_root, tmp_path, capsys):
+    err = one_line_error(capsys, fit_args(ml100k_root, tmp_path, "--config", "configs/trainer/deepspeed_stage2.yaml"))
+    assert "needs CUDA GPUs" in err and "configs/trainer/ddp.yaml --trainer.accelerator cpu" in err
+    assert "needs CUDA GPUs" in one_line_error(capsys, fit_args(ml100k_root, tmp_path, "--config", "trainer/deepspeed_stage3.yaml"))
+
+
+def test_a_resumed_version_appends_to_metrics_csv_and_tags_its_sitting(tmp_path):
+    first = RunLogger(save_dir=str(tmp_path), name="exp", loggers=["csv"])
+    first.log_metrics({"train/loss": 2.0}, step=0)
+    first.log_metrics({"train/loss": 1.5}, step=1)
+    path = Path(first.log_dir) / "metrics.csv"
+    with open(path, "a") as handle:
+        handle.write("1.25,2")  # a row cut short by a kill -9
+    second = RunLogger(save_dir=str(tmp_path), name="exp", version=first.version, loggers=["csv"])
+    second.mark_sitting(1)
+    second.log_metrics({"train/loss": 1.4, "val/ndcg@10": 0.3}, step=2)  # a new column: the file is rewritten
+    header, *rows = path.read_text().splitlines()
+    assert header.split(",") == ["sitting", "step", "train/loss", "val/ndcg@10"]
+    assert rows == ["0,0,2.0,", "0,1,1.5,", "1.25,2,,", "1,1,,", "1,2,1.4,0.3"]  # nothing lost, nothing truncated
+    assert [p.name for p in Path(first.log_dir).iterdir() if p.name.startswith(".")] == []
+
+
+def test_two_loggers_started_together_claim_two_versions(tmp_path):
+    a, b = (RunLogger(save_dir=str(tmp_path), name="exp", loggers=["csv"]) for _ in range(2))
+    assert (a.version, b.version) == (0, 1)
+    assert sorted(p.name for p in (tmp_path / "exp").iterdir()) == ["version_0", "version_1"]
+
+
+def test_a_resumed_version_continues_its_wandb_run(tmp_path, no_account, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    ids = []
+    for _ in range(2):
+        logger = RunLogger(save_dir=str(tmp_path), name="exp", version="version_0", loggers=["csv", "wandb"])
+        logger.log_metrics({"train/loss": 1.0}, step=len(ids))
+        ids.append(logger.wandb.experiment.id)
+        logger.close()
+    assert ids[0] == ids[1]
+    assert previous_wandb_id(tmp_path / "exp" / "version_0") == ids[0]

@@ -29,7 +29,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import logging
+import os
+import tempfile
 import zipfile
+import zlib
 from array import array
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -132,6 +135,12 @@ def _encode_rows(
     users, targets, hist, lengths = array("q"), array("q"), array("q"), array("q")
     labels, times = array("f"), array("d")
     for i, rec in enumerate(records):
+        if None in rec or None in rec.values():  # csv.DictReader: extra fields under None, missing ones None
+            given = len(rec) - (None in rec) - sum(v is None for v in rec.values()) + len(rec.get(None) or [])
+            raise ValueError(
+                f"{where}, row {i + 2}: expected {len(rec) - (None in rec)} comma-separated fields, found {given}. "
+                "The file is truncated or malformed: fix or remove the row, or fetch the file again."
+            )
         try:
             label = float(rec[fmt_label])
             if label not in (0.0, 1.0):
@@ -278,20 +287,31 @@ class BARS(CTRRowSource):
             archive = fetch(self.format.url, raw.parent / f"{self.dataset}.zip")
         except DownloadError as error:
             raise DownloadError(f"{error} Alternatively pass root= to a folder holding train.csv and test.csv.") from error
+        try:
+            return self._extract(archive, raw)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+            raise ValueError(f"{archive} is corrupt ({error}); delete it and fetch it again.") from None
+
+    def _extract(self, archive: Path, raw: Path) -> dict[str, Path]:
+        """The split csv files of the zip, extracted beside it (each through a temporary file)."""
         with zipfile.ZipFile(archive) as zf:
             for member in zf.namelist():
                 base = Path(member).name
                 if base in {f"{s}.csv" for s in SPLITS}:
                     raw.mkdir(parents=True, exist_ok=True)
-                    tmp = raw / f".{base}.part"
-                    with zf.open(member) as src, open(tmp, "wb") as dst:
-                        while chunk := src.read(1 << 24):
-                            dst.write(chunk)
-                    want = self.format.md5.get(base)
-                    if want is not None and md5_of(tmp) != want:
-                        tmp.unlink()
-                        raise ValueError(f"{base} in {archive} does not match the published md5 {want}; delete the zip and retry")
-                    tmp.replace(raw / base)
+                    fd, name = tempfile.mkstemp(dir=raw, prefix=f".{base}.", suffix=".part")
+                    tmp = Path(name)
+                    try:
+                        with zf.open(member) as src, os.fdopen(fd, "wb") as dst:
+                            while chunk := src.read(1 << 24):
+                                dst.write(chunk)
+                        want = self.format.md5.get(base)
+                        if want is not None and md5_of(tmp) != want:
+                            raise ValueError(f"{base} in {archive} does not match the published md5 {want}; delete the zip and retry")
+                        os.chmod(tmp, 0o644)
+                        tmp.replace(raw / base)
+                    finally:
+                        tmp.unlink(missing_ok=True)
         found = self._from_folder(raw)
         if found is None:
             raise FileNotFoundError(f"{archive} holds no train.csv and test.csv")

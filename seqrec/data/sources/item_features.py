@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import gzip
 import json
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +140,9 @@ class S3RecAttributes(ItemFeatureSource):
             raise ValueError(f"{path}: expected a JSON object {{item id: [attribute ids]}}, parse failed: {error}") from error
         if not isinstance(table, dict):
             raise ValueError(f"{path}: expected a JSON object {{item id: [attribute ids]}}, found {type(table).__name__}")
+        bad = next((k for k, v in table.items() if not isinstance(v, list)), None)
+        if bad is not None:
+            raise ValueError(f"{path}: item {bad!r} maps to {table[bad]!r}, expected a list of attribute ids")
         return {self.feature: {str(k): [str(a) for a in v] for k, v in table.items()}}
 
     def fingerprint(self, source: Source) -> str:
@@ -161,6 +166,18 @@ AMAZON_KINDS: dict[str, FeatureKind] = {
 }
 
 
+def _metadata_lines(path: Path, opener: Any) -> Iterator[tuple[int, str]]:
+    """(line number, line) of the non-empty lines of a (gzipped) metadata file, streamed; ValueError naming
+    the file when it cannot be decompressed or decoded."""
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            for n, line in enumerate(handle, start=1):
+                if line.strip():
+                    yield n, line
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} cannot be read ({error}): the file is corrupt or truncated; fetch it again.") from None
+
+
 def parse_amazon_metadata(path: str | Path, sales_rank_category: str | None = "Beauty") -> dict[str, dict[str, Any]]:
     """``meta_<Category>.json(.gz)``: one product per line → ``{feature: {asin: value}}``.
 
@@ -174,36 +191,33 @@ def parse_amazon_metadata(path: str | Path, sales_rank_category: str | None = "B
     with open(path, "rb") as handle:
         opener = gzip.open if handle.read(2) == b"\x1f\x8b" else open
     brand, categories, price, rank = {}, {}, {}, {}
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for n, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
+    for n, line in _metadata_lines(path, opener):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                try:
-                    record = ast.literal_eval(line)
-                except (ValueError, SyntaxError) as error:
-                    raise ValueError(
-                        f"{path}, line {n}: expected a Python dict literal or JSON object per line (Amazon metadata "
-                        f"format), could not parse it ({error}): {line[:200]!r}"
-                    ) from None
-            if not isinstance(record, dict) or "asin" not in record:
-                raise ValueError(f"{path}, line {n}: expected a dict with an 'asin' key, found {line[:200]!r}")
-            asin = str(record["asin"])
-            if record.get("brand"):
-                brand[asin] = str(record["brand"]).strip()
-            if "categories" in record or "category" in record:
-                paths = record.get("categories", record.get("category"))
-                flat = [c for group in paths for c in (group if isinstance(group, list) else [group])]
-                categories[asin] = list(dict.fromkeys(str(c).strip() for c in flat if str(c).strip()))
-            if (value := as_float(record.get("price"))) is not None:
-                price[asin] = value
-            ranks = record.get("salesRank")
-            if isinstance(ranks, dict) and ranks:
-                chosen = ranks.get(sales_rank_category) if sales_rank_category in ranks else next(iter(ranks.values()))
-                if (value := as_float(chosen)) is not None:
-                    rank[asin] = value
+                record = ast.literal_eval(line)
+            except (ValueError, SyntaxError) as error:
+                raise ValueError(
+                    f"{path}, line {n}: expected a Python dict literal or JSON object per line (Amazon metadata "
+                    f"format), could not parse it ({error}): {line[:200]!r}"
+                ) from None
+        if not isinstance(record, dict) or "asin" not in record:
+            raise ValueError(f"{path}, line {n}: expected a dict with an 'asin' key, found {line[:200]!r}")
+        asin = str(record["asin"])
+        if record.get("brand"):
+            brand[asin] = str(record["brand"]).strip()
+        if "categories" in record or "category" in record:
+            paths = record.get("categories", record.get("category"))
+            flat = [c for group in paths for c in (group if isinstance(group, list) else [group])]
+            categories[asin] = list(dict.fromkeys(str(c).strip() for c in flat if str(c).strip()))
+        if (value := as_float(record.get("price"))) is not None:
+            price[asin] = value
+        ranks = record.get("salesRank")
+        if isinstance(ranks, dict) and ranks:
+            chosen = ranks.get(sales_rank_category) if sales_rank_category in ranks else next(iter(ranks.values()))
+            if (value := as_float(chosen)) is not None:
+                rank[asin] = value
     return {"brand": brand, "categories": categories, "price": price, "sales_rank": rank}
 
 

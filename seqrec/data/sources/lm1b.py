@@ -28,6 +28,7 @@ import re
 import shutil
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
 from seqrec.data.array_cache import resolve_cache_dir
@@ -156,11 +157,15 @@ class LM1B:
         tmp = Path(tempfile.mkdtemp(prefix=".lm1b-extract-", dir=self.raw_dir()))
         try:
             log.info("lm1b: extracting %s (several GB) into %s", archive, target)
-            with tarfile.open(archive) as tar:
-                try:
-                    tar.extractall(tmp, filter="data")
-                except TypeError:  # Python without extraction filters
-                    tar.extractall(tmp)  # noqa: S202 (the archive's sha256 is recorded on first download)
+            try:
+                with tarfile.open(archive) as tar:
+                    try:
+                        tar.extractall(tmp, filter="data")
+                    except TypeError:  # Python without extraction filters
+                        tar.extractall(tmp)  # noqa: S202 (the archive's sha256 is recorded on first download)
+            except (tarfile.TarError, EOFError, zlib.error) as error:
+                reason = " ".join(str(error).split())
+                raise ValueError(f"{archive} is corrupt or truncated ({reason}); delete it and fetch it again.") from None
             inner = tmp / LM1B_FOLDER
             if not inner.is_dir():
                 raise ValueError(f"{archive} does not contain {LM1B_FOLDER}/; it is not the LM1B archive. Delete it.")

@@ -55,8 +55,8 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from seqrec.models.base import SequenceRecommender
 from seqrec.models.layers import Dropout

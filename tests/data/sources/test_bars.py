@@ -98,3 +98,26 @@ def test_real_din_text_sample(shared_data):
     rows = source.load_rows()["train"]
     assert len(rows) == 100 and int(rows.label.sum()) == 48
     assert rows.hist_indptr[1] == 2 and rows.hist_indptr[5] - rows.hist_indptr[4] == 1  # "3737 19450", "13150"
+
+
+@pytest.mark.parametrize(("row", "found"), [("1", 1), ("1,7,A11,c1,A1^A2,c1^c1,extra", 7)])
+def test_a_short_or_long_row_names_the_file_and_row(tmp_path, row, found):
+    write(tmp_path / "amz", train=AMAZON_TRAIN + row + "\n", test=AMAZON_TEST)
+    with pytest.raises(ValueError, match=rf"train.csv, row 8: expected 6 comma-separated fields, found {found}"):
+        BARS("AmazonElectronics_x1", root=str(tmp_path / "amz")).load_rows()
+
+
+def test_a_corrupt_downloaded_zip_names_the_archive(tmp_path, monkeypatch):
+    import zipfile
+
+    import seqrec.data.sources.bars as bars
+
+    archive = tmp_path / "AmazonElectronics_x1.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("AmazonElectronics_x1/train.csv", AMAZON_TRAIN * 50)
+    data = bytearray(archive.read_bytes())
+    data[100] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    monkeypatch.setattr(bars, "fetch", lambda url, dest, **kwargs: archive)
+    with pytest.raises(ValueError, match=r"AmazonElectronics_x1.zip is corrupt .*fetch it again"):
+        BARS("AmazonElectronics_x1", cache_dir=str(tmp_path / "cache")).load_rows()

@@ -118,3 +118,13 @@ def test_real_lrurec_ml1m_item_table(shared_data):
     assert decode(f, "title", 1) == ["Toy", "Story"]
     assert decode(f, "genres", 1) == ["Animation", "Children's", "Comedy"]
     assert len(f.vocabularies["genres"]) == 18 + 2
+
+
+def test_amazon_metadata_with_corrupt_compression_names_the_file(tmp_path):
+    path = tmp_path / "meta_Beauty.json.gz"
+    data = bytearray(gzip.compress(("\n".join(AMAZON_LINES * 200) + "\n").encode()))
+    for i in range(40, 200, 5):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"meta_Beauty.json.gz cannot be read .*corrupt or truncated"):
+        parse_amazon_metadata(path)

@@ -48,3 +48,25 @@ def test_missing_data_says_where_to_get_it_and_where_to_put_it(monkeypatch, isol
     assert LM1B_URL in message and str(isolated_cache / "raw" / "lm1b") in message and "path=" in message
     with pytest.raises(FileNotFoundError, match="statmt.org"):
         LM1B(download=False).prepare()
+
+
+def test_a_corrupt_archive_names_the_file(tmp_path):
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        payload = ("word " * 20000).encode()
+        info = tarfile.TarInfo("1-billion-word-language-modeling-benchmark-r13output/x")
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    data = bytearray(buffer.getvalue())
+    for i in range(30, len(data) - 30, 11):
+        data[i] ^= 0xFF
+    source = LM1B(cache_dir=str(tmp_path / "cache"))
+    source.raw_dir().mkdir(parents=True)
+    archive = source.raw_dir() / "archive.tar.gz"
+    archive.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"archive.tar.gz is corrupt or truncated .*fetch it again"):
+        source._extract(archive)
+    assert [p.name for p in source.raw_dir().iterdir()] == ["archive.tar.gz"]  # nothing half-extracted

@@ -1,0 +1,187 @@
+"""SIGINT and SIGTERM during training: a resumable checkpoint at the signal, then a non-zero exit.
+
+``SignalCheckpoint`` replaces the handlers of both signals while the trainer fits (Lightning's own SIGTERM
+handler only sets a flag and later exits with status 0 and no checkpoint). The handler only records the
+signal; the callback acts at the next point where the run can be resumed exactly:
+
+- after the current training batch (mid-epoch included): it writes ``<run>/checkpoints/last.ckpt``;
+- when that batch is followed by a validation (the cadence's epoch or step), after the validation, so the
+  resumed run does not skip it: the checkpoint then holds the validation's result, as the one
+  ``ModelCheckpoint`` writes there (this callback runs after ModelCheckpoint's hooks);
+- when it is the last batch of an epoch and no validation follows, at the end of the epoch (a checkpoint
+  taken between the last batch and the epoch's end resumes, but Lightning then counts the next epoch as
+  the one it resumed, and a checkpoint taken later in that sitting would resume an epoch early);
+
+and then raises ``Interrupted``, which ``seqrec.fit`` turns into one line and exit status 128 + signal
+(130 for SIGINT, 143 for SIGTERM). A second signal exits at once (the previous ``last.ckpt`` is whole:
+checkpoints are written atomically). Under several processes every rank stops at the same batch: the
+decision is reduced across ranks after every batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
+from lightning.pytorch.trainer.states import TrainerFn
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(Exception):
+    """Training stopped by a signal after saving ``checkpoint`` (None when no checkpoint could be written)."""
+
+    def __init__(self, signum: int, checkpoint: Path | None = None, epoch: int | None = None, step: int | None = None) -> None:
+        self.signum, self.checkpoint, self.epoch, self.step = signum, checkpoint, epoch, step
+        self.name = signal.Signals(signum).name
+        if epoch is None:
+            super().__init__(f"stopped by {self.name} outside training (nothing to save)")
+        else:
+            super().__init__(f"stopped by {self.name} at epoch {epoch}, step {step}: checkpoint {checkpoint}")
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number, as a shell reports a process ended by that signal (130, 143)."""
+        return 128 + self.signum
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """While inside: SIGINT and SIGTERM raise ``Interrupted`` at once (outside training there is nothing to save)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    for signum in SIGNALS:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old if old is not None else signal.SIG_DFL)
+
+
+def last_checkpoint_path(trainer: L.Trainer) -> Path:
+    """Where this run's ``last.ckpt`` lives: ModelCheckpoint's folder, else ``<log dir>/checkpoints``."""
+    for callback in trainer.callbacks:
+        if isinstance(callback, ModelCheckpoint) and callback.dirpath:
+            name = callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION
+            return Path(callback.dirpath) / name
+    return Path(trainer.log_dir or trainer.default_root_dir) / "checkpoints" / "last.ckpt"
+
+
+class SignalCheckpoint(Checkpoint):
+    """Checkpoint and stop at SIGINT/SIGTERM during ``fit`` (module docstring).
+
+    A ``Checkpoint`` subclass only so that Lightning runs its hooks after ``ModelCheckpoint``'s.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+        self._after_validation = False
+        self._at_epoch_end = False
+        self._trainer: L.Trainer | None = None
+
+    # --- handlers ---------------------------------------------------------------------------------
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:  # second signal: leave now; the last complete checkpoint stays
+            print(f"\n{signal.Signals(signum).name} again: exiting without a new checkpoint", file=sys.stderr, flush=True)
+            os._exit(128 + signum)
+        self.signum = signum
+        if self._trainer is not None and self._trainer.is_global_zero:
+            launcher = self._trainer.strategy.launcher
+            if launcher is not None and hasattr(launcher, "kill") and signum == signal.SIGTERM:
+                launcher.kill(signum)  # DDP children started by this process stop with it
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Install the handlers (after Lightning installed its own, which they replace)."""
+        self._trainer = trainer
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in SIGNALS:
+            self._previous[signum] = signal.getsignal(signum)
+            signal.signal(signum, self._handle)
+
+    def _restore_handlers(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        self._previous = {}
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Give the signals back to their previous handlers."""
+        self._restore_handlers()
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        """Give the signals back to their previous handlers."""
+        self._restore_handlers()
+
+    # --- acting on a signal -----------------------------------------------------------------------
+    def _pending(self, trainer: L.Trainer) -> bool:
+        """True on every rank when any rank received a signal."""
+        flag = self.signum is not None
+        if trainer.world_size > 1:
+            flag = bool(trainer.strategy.reduce_boolean_decision(flag, all=False))
+            if flag and self.signum is None:
+                self.signum = int(signal.SIGTERM)
+        return flag
+
+    @staticmethod
+    def _validation_follows(trainer: L.Trainer) -> bool:
+        """Whether Lightning validates right after the batch that just ended (its own rule)."""
+        loop = trainer.fit_loop
+        try:
+            return bool(loop.epoch_loop._should_check_val_fx(loop._data_fetcher))
+        except (AttributeError, TypeError):
+            return False
+
+    def _stop(self, trainer: L.Trainer) -> None:
+        assert self.signum is not None
+        path = last_checkpoint_path(trainer)
+        trainer.save_checkpoint(path)
+        for logger in trainer.loggers:
+            logger.save()
+        raise Interrupted(self.signum, path, trainer.current_epoch, trainer.global_step)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        """After a batch: checkpoint and stop, unless a validation follows (then after it)."""
+        if not self._pending(trainer):
+            return
+        if self._validation_follows(trainer):
+            self._after_validation = True
+        elif trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+            self._at_epoch_end = True  # Lightning resumes a checkpoint from here ill (its epoch count lags)
+        else:
+            self._stop(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """After the last batch of an epoch that no validation follows: checkpoint and stop."""
+        if self._at_epoch_end:
+            self._at_epoch_end = False
+            self._stop(trainer)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """After a validation inside ``fit`` (and after ModelCheckpoint's save): checkpoint and stop."""
+        if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
+            return
+        if self._after_validation or self._pending(trainer):
+            self._after_validation = False
+            self._stop(trainer)
+
+    # Checkpoint's state: nothing to save
+    def state_dict(self) -> dict[str, Any]:
+        """No state."""
+        return {}
