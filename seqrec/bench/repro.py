@@ -169,9 +169,8 @@ def assumptions() -> list[str]:
         f"{ASSUMED_VALIDATIONS + 1} validations and a test, each pass over every user.",
         "Work per step: 3 × (batch × max_len tokens × the encoder's MACs per token (PROTOCOLS.md §7.1, d 64, 2 blocks) "
         "+ labelled positions × scored items × d), labelled positions = batch × min(max_len, mean length − 2) from "
-        "Table 2; scored items = the catalogue (full softmax), or 101 for XLong (the paper's sampled loss: the shipped "
-        "XLong configs still train with the full softmax until NextItemTask takes `sampled_ce`, see "
-        "`configs/protocol/lrurec_xlong.yaml`); evaluation scores the catalogue (XLong: 10,001 candidates).",
+        "Table 2; scored items = the catalogue (full softmax), or 101 for XLong (the paper's sampled loss, "
+        "`loss: sampled_ce`); evaluation scores the catalogue (XLong: 10,001 candidates).",
         f"CPU: {cpu_macs_per_s() / 1e9:.1f} G multiply-adds/s all-in, calibrated on the `{config}` sitting of "
         f"this file's history ({steps} steps in {seconds} s on 2 shared cores, validations included). LRURec's "
         "sequential scan at L = 1,000 runs well below that rate (`python -m seqrec bench xlong` measures XLong's step).",
@@ -377,7 +376,7 @@ def main(argv: list[str] | None = None) -> None:
     label = args.hardware or hardware(uses_gpu(extra_common))
     ledger = args.out.parent / LEDGER
     cells = read_ledger(ledger)
-    failed = []
+    failed, interrupted = [], []
     for config in configs:
         extra = list(extra_common)
         if args.shared_data:
@@ -388,7 +387,9 @@ def main(argv: list[str] | None = None) -> None:
         if not args.report_only:
             argv_run, _, code = run_config(config, args.runs_dir, extra, args.resume)
             command = shlex.join(["python", *argv_run[1:]])
-            if code != 0:
+            if code in (130, 143):  # SIGINT / SIGTERM: a checkpoint was saved at the signal
+                interrupted.append(config)
+            elif code != 0:
                 failed.append(config)
         run = latest_run(args.runs_dir, config)
         fresh = run is not None and (run != before or (run / "test_metrics.json").stat().st_mtime != before_mtime)
@@ -397,9 +398,14 @@ def main(argv: list[str] | None = None) -> None:
             cells = record(ledger, config, run_entry(run, label, command))
         write_report(args.out, cells, configs)  # after every cell: partial results are on disk as they finish
     print(write_report(args.out, cells, configs))
+    if interrupted:
+        print(f"repro: {', '.join(interrupted)} stopped by a signal with a checkpoint; continue with the same command "
+              "and --resume", file=sys.stderr)
     if failed:
         print(f"repro: {', '.join(failed)} failed (see their output above)", file=sys.stderr)
         raise SystemExit(1)
+    if interrupted:
+        raise SystemExit(130)
 
 
 if __name__ == "__main__":
