@@ -188,8 +188,12 @@ def _check_file(path: Path, expected: dict) -> None:
         raise ValueError(f"cache file {path} does not match its manifest (its CRC32 differs: altered or corrupt)")
 
 
-def load_arrays(directory: str | Path) -> tuple[dict[str, np.ndarray], dict]:
-    """Read a directory written by ``save_arrays``; ValueError naming the entry when anything is missing or altered."""
+def load_arrays(directory: str | Path, mmap: bool = False) -> tuple[dict[str, np.ndarray], dict]:
+    """Read a directory written by ``save_arrays``; ValueError naming the entry when anything is missing or altered.
+
+    ``mmap=True`` maps the files read-only (``np.load(mmap_mode="r")``) after their checksums pass: the arrays then
+    live in the OS page cache, shared between processes and never copied into this one's memory.
+    """
     directory = Path(directory)
     manifest = _read_manifest(directory)
     arrays = {}
@@ -197,7 +201,7 @@ def load_arrays(directory: str | Path) -> tuple[dict[str, np.ndarray], dict]:
         path = directory / f"{name}.npy"
         try:
             _check_file(path, expected)
-            arrays[name] = np.load(path, allow_pickle=False)
+            arrays[name] = np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
         except (KeyError, TypeError, OSError) as error:
             raise ValueError(f"cache file {path} is unreadable ({error})") from None
     return arrays, manifest.get("meta", {})

@@ -142,18 +142,20 @@ def preprocess(interactions: Interactions, options: Preprocessing) -> Sequences:
 NO_FILTERS = Preprocessing()  # frozen: safe as a shared default
 
 
-def load_sequences(source: Source, preprocessing: Preprocessing, cache_dir: str | Path | None) -> Sequences:
+def load_sequences(source: Source, preprocessing: Preprocessing, cache_dir: str | Path | None,
+                   mmap: bool = False) -> Sequences:
     """Preprocessed sequences from the cache, or built from the source and cached atomically.
 
     The cache key hashes the source's fingerprint (name, variant, raw-file checksums) and the options;
-    a corrupt or altered cache entry is reported and rebuilt.
+    a corrupt or altered cache entry is reported and rebuilt. ``mmap=True`` maps the cached arrays read-only
+    (a freshly built cache is written first, then mapped).
     """
     key = hashlib.sha256(f"{source.fingerprint()}|{preprocessing.key()}".encode()).hexdigest()[:20]
     directory = resolve_cache_dir(cache_dir) / "sequences" / f"{source.name}-{key}"
     if directory.exists():
         try:
             started = time.perf_counter()
-            sequences = Sequences.load(directory)
+            sequences = Sequences.load(directory, mmap=mmap)
             log.info("loaded %s from cache %s in %.3fs", source.name, directory, time.perf_counter() - started)
             return sequences
         except ValueError as error:
@@ -161,4 +163,9 @@ def load_sequences(source: Source, preprocessing: Preprocessing, cache_dir: str 
     source.prepare()
     sequences = preprocess(source.load(), preprocessing)
     sequences.save(directory)
+    if mmap and directory.exists():  # map the written entry so the built arrays can be released
+        try:
+            return Sequences.load(directory, mmap=True)
+        except ValueError as error:
+            log.warning("%s; keeping the sequences in memory", error)
     return sequences

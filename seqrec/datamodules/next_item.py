@@ -83,6 +83,8 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         expected_counts: the dataset's published users / items / interactions after preprocessing; ``setup``
             raises ValueError when the data differ (None: no check).
         cache_dir: cache root (default ``$SEQREC_CACHE`` or the user cache dir).
+        mmap_sequences: map the cached sequence arrays read-only instead of reading them into memory (XLong's
+            66.8M events: the page cache holds them, shared by every process).
         features: optional item features (``seqrec.data.features``); None (default) builds none. The tables
             are built once (cached on disk) and reach a model through ``item_feature_spec`` (linked into a
             model's ``feature_spec``) and ``item_feature_tables()`` (copied once into the model's buffers by
@@ -109,6 +111,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         cache_dir: str | None = None,
         features: ItemFeatureSource | None = None,
         expected_counts: ExpectedCounts | None = None,
+        mmap_sequences: bool = False,
     ) -> None:
         super().__init__()
         if max_len < 1:
@@ -136,6 +139,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         self.negative_sampler = negative_sampler
         self.negatives_storage = negatives_storage
         self.expected_counts = expected_counts
+        self.mmap_sequences = mmap_sequences
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.num_workers = num_workers
         self.seed = seed

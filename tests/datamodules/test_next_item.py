@@ -207,3 +207,22 @@ def test_features_are_opt_in(ml100k_root):
     assert dm.item_features is None and dm.item_feature_spec == [] and dm.item_feature_tables() == {}
     dm.setup("fit")
     assert set(dm.datasets["train"][0]) == {"items", "labels"}  # batches carry item ids only
+
+
+def test_memory_mapped_sequences_give_the_same_batches(ml100k_root):
+    from seqrec.data.sources.movielens import MovieLens100K
+
+    plain = NextItemDataModule(MovieLens100K(root=str(ml100k_root)), max_len=10)
+    mapped = NextItemDataModule(MovieLens100K(root=str(ml100k_root)), max_len=10, mmap_sequences=True)
+    for data in (plain, mapped):
+        data.prepare_data()
+        data.setup("fit")
+    import numpy as np
+
+    assert isinstance(mapped.sequences.items, np.memmap) and not mapped.sequences.items.flags.writeable
+    for name in ("train", "valid", "test"):
+        a, b = plain.datasets[name], mapped.datasets[name]
+        assert len(a) == len(b)
+        for i in (0, len(a) // 2, len(a) - 1):
+            for key, value in a[i].items():
+                assert (value == b[i][key]).all(), (name, i, key)
