@@ -5,22 +5,15 @@ a change to how a run is assembled is made once. Configs are LightningCLI YAML v
 
 - several ``--config`` files stack (later ones override) and any key can be overridden with a dotted flag
   (``--trainer.max_epochs 3``, ``--data.max_len 100``);
-- a bare name (``lru_ml1m``, ``lru_ml1m.yaml``, ``configs/lru_ml1m.yaml``) that is not a file in the current
-  directory is looked up among the configs shipped with the package;
-- a config may start with ``compose: [protocol/lrurec_ml1m.yaml, model/lru.yaml]``: those parts (paths
-  relative to the file, or shipped names) are stacked before it, recursively, so an experiment file names its
-  parts and only what differs (``configs/README.md``).
+- config names and ``compose:`` parts are resolved by ``seqrec.config_files``.
 
 Links the data into the model once, for every command: ``data.num_items`` -> the model's ``num_items``,
 ``data.item_feature_spec`` -> a feature model's ``feature_spec``, ``data.max_len`` -> a model whose
 constructor takes ``max_len``.
 
 Values are checked when the config is parsed, before any data is loaded or any run directory exists
-(``check_values``: sizes, learning rates, ``@k`` against the candidate set, the monitored metric among the
-logged ones). Every run writes its checkpoints atomically (``AtomicCheckpointIO``) and its config.yaml
-atomically. ``run_command`` is how a command reports a failure: one line ``error: ...`` with the fix (exit
-status 2 for bad input, 1 otherwise, 128 + signal when stopped by one); ``--debug`` or ``SEQREC_DEBUG=1``
-shows the traceback instead.
+(``seqrec.checks``). Every run writes its checkpoints atomically (``AtomicCheckpointIO``) and its config.yaml
+atomically. A command reports a failure as one line (``seqrec.errors.run_command``).
 """
 
 from __future__ import annotations
@@ -29,11 +22,10 @@ import inspect
 import os
 import re
 import sys
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import lightning as L
 import torch
@@ -44,98 +36,16 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.trainer.states import TrainerFn
 
 from seqrec.atomic import write_text
-from seqrec.callbacks.checkpoint_io import AtomicCheckpointIO, CheckpointWriteError
+from seqrec.callbacks.checkpoint_io import AtomicCheckpointIO
 from seqrec.callbacks.macs import MACsCallback
 from seqrec.callbacks.memory import MemoryCallback
-from seqrec.callbacks.signals import Interrupted
 from seqrec.callbacks.throughput import ThroughputCallback
+from seqrec.checks import check_strategy, check_values
+from seqrec.config_files import COMPOSE_KEY, expand_config_args
 from seqrec.loggers.run_logger import RunLogger, check_logger_names
 
-CONFIG_DIR = Path(__file__).parent / "configs"
-COMPOSE_KEY = "compose"
 
-
-# --- config files ---------------------------------------------------------------------------------------
-def shipped_configs() -> list[str]:
-    """Names of the shipped experiment configs (top level of the configs folder)."""
-    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-
-
-def resolve_config(name: str, relative_to: Path | None = None) -> str:
-    """A config path as given if it exists (or relative to ``relative_to``), else the shipped config of that name.
-
-    FileNotFoundError (naming the shipped experiments) when neither exists.
-    """
-    candidates = [Path(name)]
-    if relative_to is not None:
-        candidates.insert(0, relative_to / name)
-    bare = name[len("configs/"):] if name.startswith("configs/") else name
-    candidates += [CONFIG_DIR / bare, CONFIG_DIR / f"{bare}.yaml"]
-    for candidate in candidates:
-        if candidate.is_file():
-            return str(candidate)
-    raise FileNotFoundError(
-        f"config {name!r} is neither a file nor a shipped config; shipped experiments: {', '.join(shipped_configs())}"
-    )
-
-
-def read_compose(path: str) -> list[str]:
-    """The ``compose`` list at the top of a config file ([] when it has none)."""
-    try:
-        document = yaml.safe_load(Path(path).read_text())
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ValueError(f"{path}{where}: not valid YAML ({getattr(error, 'problem', error)})") from None
-    parts = (document or {}).get(COMPOSE_KEY) if isinstance(document, dict) else None
-    if parts is None:
-        return []
-    if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
-        raise ValueError(f"{path}: '{COMPOSE_KEY}' must be a list of config files, got {parts!r}")
-    return parts
-
-
-def expand_config(name: str, relative_to: Path | None = None, _seen: tuple[str, ...] = ()) -> list[str]:
-    """The files a config stands for, in stacking order: its composed parts (recursively), then itself."""
-    path = resolve_config(name, relative_to)
-    real = os.path.realpath(path)
-    if real in _seen:
-        raise ValueError(f"config {path} composes itself (cycle: {' -> '.join(_seen + (real,))})")
-    files: list[str] = []
-    for part in read_compose(path):
-        for file in expand_config(part, Path(path).parent, _seen + (real,)):
-            if file not in files:
-                files.append(file)
-    files.append(path)
-    return files
-
-
-def expand_config_args(argv: list[str]) -> tuple[list[str], str | None]:
-    """Rewrite every ``--config NAME`` into the existing files it composes; also return the first config's name.
-
-    The name (the file stem of the first ``--config`` the user gave, e.g. ``lru_ml1m``) names the run.
-    """
-    out: list[str] = []
-    first: str | None = None
-    i = 0
-    while i < len(argv):
-        arg, value = argv[i], None
-        if arg == "--config" and i + 1 < len(argv):
-            value, i = argv[i + 1], i + 2
-        elif arg.startswith("--config="):
-            value, i = arg.split("=", 1)[1], i + 1
-        else:
-            out.append(arg)
-            i += 1
-            continue
-        files = expand_config(value)
-        first = first or Path(files[-1]).stem
-        for file in files:
-            out += ["--config", file]
-    return out, first
-
-
-# --- checks and settings applied before anything is built ------------------------------------------------
+# --- settings applied before anything is built -----------------------------------------------------
 def default_threads() -> int:
     """Cores this process may run on (affinity-aware); torch's intra-op pool should not exceed them."""
     try:
@@ -143,107 +53,6 @@ def default_threads() -> int:
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
 
-
-def check_strategy(trainer_cfg: Namespace) -> None:
-    """Fail at start, with what to use instead, when the strategy cannot run on this machine."""
-    strategy = trainer_cfg.get("strategy")
-    text = str(strategy.get("class_path", "") if isinstance(strategy, Namespace) else strategy or "")
-    if "deepspeed" not in text.lower():
-        return
-    if not torch.cuda.is_available() or str(trainer_cfg.get("accelerator", "auto")).lower() == "cpu":
-        raise ValueError(
-            f"DeepSpeed (trainer.strategy={text!r}) needs CUDA GPUs, and this run has none: on CPU use several "
-            "processes with --config configs/trainer/ddp.yaml --trainer.accelerator cpu --trainer.devices N"
-        )
-    try:
-        import deepspeed  # noqa: F401
-    except ImportError:
-        raise ValueError(f"trainer.strategy={text!r} needs the deepspeed package: pip install 'seqrec[deepspeed]'") from None
-
-
-# value rules by key name, wherever the key sits (data.init_args.batch_size, model.init_args.model.init_args.d_model)
-POSITIVE_INTS = ("max_len", "batch_size", "eval_batch_size", "d_model", "num_blocks", "num_heads", "num_layers",
-                 "eval_negatives", "train_negatives", "accumulate_grad_batches")
-POSITIVE = ("lr",)
-NON_NEGATIVE = ("weight_decay", "num_workers", "gradient_clip_val", "patience")
-FRACTIONS = ("dropout",)  # in [0, 1)
-_RANKING = re.compile(r"^(?P<kind>[a-z]+)@(?P<k>\d+)$")
-
-
-def _leaves(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """(dotted key, value) of every leaf of a config (Namespace, dict, list)."""
-    if isinstance(value, Namespace):
-        value = value.as_dict()
-    if isinstance(value, dict):
-        out = []
-        for key, item in value.items():
-            out += _leaves(item, f"{prefix}{key}.")
-        return out
-    if isinstance(value, list):
-        out = []
-        for i, item in enumerate(value):
-            out += _leaves(item, f"{prefix}{i}.")
-        return out
-    return [(prefix.rstrip("."), value)]
-
-
-def flag_name(key: str) -> str:
-    """The short dotted flag of a config key (``data.init_args.batch_size`` -> ``data.batch_size``)."""
-    return key.replace(".init_args.", ".")
-
-
-def check_values(config: Namespace) -> None:
-    """ValueError naming the flag, the value and what is accepted, for values no run could use.
-
-    Checked by key name anywhere in the config: ``POSITIVE_INTS`` >= 1, ``POSITIVE`` > 0, ``NON_NEGATIVE``
-    >= 0, ``FRACTIONS`` in [0, 1); plus the metrics (``check_metrics``).
-    """
-    for key, value in _leaves(config):
-        name = key.rsplit(".", 1)[-1]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        if name in POSITIVE_INTS and (value < 1 or value != int(value)):
-            problem = "a positive integer"
-        elif name in POSITIVE and not value > 0:
-            problem = "a positive number"
-        elif name in NON_NEGATIVE and value < 0:
-            problem = "a number >= 0"
-        elif name in FRACTIONS and not 0 <= value < 1:
-            problem = "a fraction in [0, 1)"
-        else:
-            continue
-        raise ValueError(f"--{flag_name(key)} {value}: must be {problem}")
-    check_metrics(config)
-
-
-def check_metrics(config: Namespace) -> None:
-    """Ranking metrics: ``@k`` at most the candidates of sampled evaluation; monitored metrics among those logged."""
-    model = config.get("model")
-    metrics = model.init_args.get("metrics") if isinstance(model, Namespace) and "init_args" in model else None
-    if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
-        return
-    data = config.get("data")
-    negatives = data.init_args.get("eval_negatives") if isinstance(data, Namespace) and "init_args" in data else None
-    if isinstance(negatives, int) and not isinstance(negatives, bool):
-        candidates = negatives + 1
-        too_big = [m for m in metrics if (match := _RANKING.match(m)) and int(match["k"]) > candidates]
-        if too_big:
-            raise ValueError(
-                f"--model.metrics {too_big}: k larger than the {candidates} candidates of sampled evaluation "
-                f"(the target + data.eval_negatives {negatives}) makes every query a hit; use k <= {candidates}"
-            )
-    logged = {f"{split}/{m}" for m in metrics for split in ("val", "test")}
-    for i, callback in enumerate(config.trainer.get("callbacks") or []):
-        if not isinstance(callback, Namespace) or "init_args" not in callback:
-            continue
-        monitor = callback.init_args.get("monitor")
-        if isinstance(monitor, str) and _RANKING.match(monitor.partition("/")[2]) and monitor not in logged:
-            kind = str(callback.get("class_path", "")).rsplit(".", 1)[-1]
-            raise ValueError(
-                f"{kind} (trainer.callbacks[{i}]) monitors {monitor!r}, which --model.metrics {metrics} does not "
-                f"log: add {monitor.partition('/')[2]!r} to the metrics or set its monitor to one of "
-                f"{sorted(m for m in logged if m.startswith('val/'))}"
-            )
 
 
 def name_run_logger(config: Namespace, experiment: str | None) -> None:
@@ -256,10 +65,12 @@ def name_run_logger(config: Namespace, experiment: str | None) -> None:
         logger.init_args.name = experiment or "run"
 
 
+
 def import_class(class_path: str) -> type:
     """The class named by a dotted ``class_path``."""
     module_name, _, cls_name = class_path.rpartition(".")
     return getattr(__import__(module_name, fromlist=[cls_name]), cls_name)
+
 
 
 def copy_max_len(config: Namespace) -> None:
@@ -268,6 +79,7 @@ def copy_max_len(config: Namespace) -> None:
     if isinstance(model_cfg, Namespace) and model_cfg.get("class_path"):
         if "max_len" in inspect.signature(import_class(model_cfg.class_path).__init__).parameters:
             model_cfg.init_args.max_len = config.data.init_args.max_len
+
 
 
 def explain_parse_error(message: str) -> str:
@@ -461,60 +273,3 @@ def bind(task: L.LightningModule, datamodule: L.LightningDataModule) -> L.Lightn
     if callable(bind_data):
         bind_data(datamodule)
     return task
-
-
-# --- how a command fails ---------------------------------------------------------------------------------
-T = TypeVar("T")
-DEBUG_FLAG = "--debug"
-BAD_INPUT = (ValueError, FileNotFoundError, NotADirectoryError, PermissionError, ArgumentError)
-
-
-def debugging(argv: list[str]) -> bool:
-    """True with ``--debug`` among the arguments or ``SEQREC_DEBUG`` set (to anything but 0/false)."""
-    env = os.environ.get("SEQREC_DEBUG", "").strip().lower()
-    return DEBUG_FLAG in argv or env not in ("", "0", "false", "no")
-
-
-def one_line(error: BaseException) -> str:
-    """The message of ``error`` on one line; for jsonargparse's wrapped instantiation errors, the cause's."""
-    root = error
-    wrapped = type(error).__module__.startswith("jsonargparse") or "Given value:" in str(error)
-    while wrapped and (root.__cause__ or root.__context__) is not None:
-        root = root.__cause__ or root.__context__  # type: ignore[assignment]
-    if isinstance(root, OSError) and root.strerror and root.filename:
-        text = f"{root.strerror}: {root.filename}"
-    else:
-        text = str(root) or type(root).__name__
-    if isinstance(root, KeyError) and len(root.args) == 1:
-        text = f"missing key {root.args[0]!r}"
-    text = " ".join(text.split())
-    return text if len(text) <= 2000 else text[:2000] + " ..."
-
-
-def run_command(command: Callable[[list[str]], T], argv: list[str] | None = None) -> T:
-    """Run ``command(argv)``; report a failure as one line on stderr and exit (see the module docstring)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    debug = debugging(argv)
-    argv = [a for a in argv if a != DEBUG_FLAG]
-    try:
-        return command(argv)
-    except SystemExit:
-        raise
-    except Interrupted as stop:
-        if debug:
-            traceback.print_exc()
-        print(f"{stop}", file=sys.stderr, flush=True)
-        raise SystemExit(stop.exit_code) from None
-    except KeyboardInterrupt:
-        if debug:
-            traceback.print_exc()
-        print("error: interrupted (SIGINT)", file=sys.stderr, flush=True)
-        raise SystemExit(130) from None
-    except Exception as error:  # noqa: BLE001 (every failure a user sees is one line)
-        if debug:
-            traceback.print_exc()
-        hint = "" if debug else " (--debug shows the traceback)"
-        code = 2 if isinstance(error, BAD_INPUT) and not isinstance(error, CheckpointWriteError) else 1
-        kind = "" if isinstance(error, BAD_INPUT + (CheckpointWriteError, OSError)) else f"{type(error).__name__}: "
-        print(f"error: {kind}{one_line(error)}{hint if code == 1 and kind else ''}", file=sys.stderr, flush=True)
-        raise SystemExit(code) from None

@@ -3,7 +3,7 @@
 The run is built exactly as ``fit`` builds it (same data, split, frozen negatives and metrics), the
 checkpoint is verified (``check_checkpoint``: one line naming it when it is missing, truncated or corrupt),
 its weights are loaded by ``Trainer.test`` and the metrics are written to ``test_metrics.json`` in the new
-run directory. Failures are one line (``seqrec.build.run_command``).
+run directory. Failures are one line (``seqrec.errors.run_command``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from pathlib import Path
 from jsonargparse import Namespace
 
 from seqrec.atomic import write_json
-from seqrec.build import build, run_command
+from seqrec.build import build
 from seqrec.callbacks.checkpoint_io import check_checkpoint
 from seqrec.callbacks.signals import stop_on_signals
+from seqrec.errors import run_command
 
 log = logging.getLogger("seqrec.evaluate")
 

@@ -16,7 +16,7 @@ Resuming (``--ckpt_path``) continues one run directory, ``runs/<experiment>/vers
 
 The checkpoint is verified (``check_checkpoint``) and the configs compared before anything is built or
 written. SIGINT/SIGTERM during training save a checkpoint and exit 130/143 (``seqrec.callbacks.signals``);
-every failure is one line (``seqrec.build.run_command``).
+every failure is one line (``seqrec.errors.run_command``).
 """
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ from jsonargparse import Namespace
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
 from seqrec.atomic import write_json
-from seqrec.build import _leaves, build, flag_name, parse, run_command
+from seqrec.build import build, parse
 from seqrec.callbacks.checkpoint_io import check_checkpoint
 from seqrec.callbacks.rng import RNGStateCheckpoint
 from seqrec.callbacks.signals import Interrupted, SignalCheckpoint, stop_on_signals
+from seqrec.checks import config_leaves, flag_name
+from seqrec.errors import run_command
 from seqrec.loggers.report import read_csv_rows
 from seqrec.loggers.run_logger import SittingMarker
 
@@ -66,7 +68,7 @@ def config_differences(run_dir: Path, config: Namespace) -> list[str]:
         before = parse(["--config", str(saved)])
     except (Exception, SystemExit) as error:  # noqa: BLE001 (an old or damaged config.yaml is a difference)
         return [f"its config.yaml no longer parses ({' '.join(str(error).split())[:200]})"]
-    old, new = dict(_leaves(before)), dict(_leaves(config))
+    old, new = dict(config_leaves(before)), dict(config_leaves(config))
 
     def resumable(key: str) -> bool:
         return any(key == k or key.startswith(k + ".") for k in RESUMABLE_KEYS)

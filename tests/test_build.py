@@ -6,17 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from seqrec.build import (
-    CONFIG_DIR,
-    expand_config,
-    expand_config_args,
-    parse,
-    resolve_config,
-    resolved_dict,
-    run_command,
-    shipped_configs,
-)
+from seqrec.build import parse, resolved_dict
 from seqrec.callbacks.signals import Interrupted
+from seqrec.config_files import CONFIG_DIR, expand_config, expand_config_args, resolve_config, shipped_configs
+from seqrec.errors import run_command
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHIPPED = shipped_configs()

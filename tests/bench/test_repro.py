@@ -15,7 +15,8 @@ from seqrec.bench.repro import (
     shared_data_overrides,
     uses_gpu,
 )
-from seqrec.build import parse, shipped_configs
+from seqrec.build import parse
+from seqrec.config_files import shipped_configs
 
 PROTOCOLS = Path(__file__).resolve().parents[2] / "docs" / "PROTOCOLS.md"
 
