@@ -3,7 +3,8 @@
     python -m seqrec fit --config lru_ml1m.yaml [--section.key value ...]   train, then test the best checkpoint
     python -m seqrec test --config lru_ml1m.yaml --ckpt_path PATH              test a checkpoint under a config
     python -m seqrec predict RUN_DIR [--users all|test|FILE] [--k 10] [--out F] top-k items per user in the data's ids
-    python -m seqrec bench <pipeline|lru_speed|compress|speed|xlong> ...        benchmarks (results/BENCHMARKS.md, ...)
+    python -m seqrec serve RUN_DIR [--port 8000] [--store F | --redis URL]    serve a run over HTTP, one durable state per user
+    python -m seqrec bench <pipeline|lru_speed|compress|speed|xlong|serve> ...  benchmarks (results/BENCHMARKS.md, ...)
     python -m seqrec repro --configs lru_ml1m ...                               paper reproductions in resumable sittings
     python -m seqrec summarize RUN_DIR                                          rebuild a run's report (PNG, summary.md)
     python -m seqrec lrd --config ...                                           long-range dependence of a dataset
@@ -20,11 +21,12 @@ COMMANDS = {
     "fit": "seqrec.fit",
     "test": "seqrec.evaluate",
     "predict": "seqrec.predict",
+    "serve": "seqrec.serve.cli",
     "repro": "seqrec.bench.repro",
     "summarize": "seqrec.tools.summarize",
     "lrd": "seqrec.tools.lrd",
 }
-BENCHMARKS = ("pipeline", "lru_speed", "compress", "speed", "xlong")
+BENCHMARKS = ("pipeline", "lru_speed", "compress", "speed", "xlong", "serve")
 
 
 def usage() -> str:

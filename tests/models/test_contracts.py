@@ -49,7 +49,7 @@ def models() -> dict[str, nn.Module]:
 EXPECTED = {
     base.ItemFeatureConsumer: {"MLP4Rec"},
     base.CountingRecommender: {"Popularity"},
-    base.RecurrentRecommender: {"LRURec"},
+    base.RecurrentRecommender: {"LRURec", "GRU4Rec"},
     base.DeclaresMACs: {"EvoRNN", "CTRTransformer", "CTRLRU"},
     base.DeclaresStateBytes: {"LRURec", "CTRTransformer", "CTRLRU", "SnapKV"},
     base.DeclaresKeptLengths: {"CTRTransformer", "CTRLRU", "SnapKV"},

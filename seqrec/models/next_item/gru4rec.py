@@ -9,14 +9,21 @@ start at position 0 (right padding), run through the GRU — causal, so the trai
 any real position — and rotated back; the output at padded positions is zero. Hence a sequence's
 hidden states do not depend on how much padding precedes it.
 Initialisation (RecBole): Xavier-normal item embedding, Xavier-uniform GRU weights, PyTorch defaults elsewhere.
+
+Recurrent serving (``RecurrentRecommender``): the state of a user is the GRU's hidden state of every layer
+after the newest real event (``num_layers`` tensors (B, hidden_size)); ``step`` folds one event in with the
+same GRU weights (one time step of ``nn.GRU`` from that state), ``prefill`` runs a left-padded history at once
+(packed, so trailing padding never moves the state). Fed event by event from ``init_state``, the output equals
+``forward(items)[:, -1]`` in eval mode (tests/serve/test_recurrent_gru4rec.py).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence
 
-from seqrec.models.base import SequenceRecommender
+from seqrec.models.base import RecurrentState, SequenceRecommender
 from seqrec.models.layers import Dropout
 
 
@@ -73,3 +80,40 @@ class GRU4Rec(SequenceRecommender):
         out = self.dense(out)  # (B, L, d)
         out = rotate_rows(out, (L - pad) % L)  # back to left padding
         return out * real.unsqueeze(-1).to(out.dtype)
+
+    # ---- recurrent inference: O(1) state and work per event -------------------------------------
+
+    def init_state(self, batch_size: int) -> RecurrentState:
+        """Empty state for ``batch_size`` users: one zero (B, hidden_size) tensor per GRU layer (h_0 = 0)."""
+        weight = self.dense.weight
+        return tuple(weight.new_zeros(batch_size, self.hidden_size) for _ in range(self.num_layers))
+
+    def step(self, state: RecurrentState, item: Tensor) -> tuple[RecurrentState, Tensor]:
+        """Feed one event per user: item (B,) -> (new state, hidden (B, d)) = o_t = W h_t + b of the top layer.
+
+        Item 0 (padding) leaves that row's state unchanged and outputs 0, as ``forward`` does at padding.
+        """
+        real = item > 0  # (B,)
+        h = torch.stack(state, dim=0)  # (layers, B, H)
+        x = self.embedding_dropout(self.item_embedding(item)).unsqueeze(1)  # (B, 1, d)
+        _, h_next = self.gru(x, h.contiguous())  # (layers, B, H)
+        h_next = torch.where(real.view(1, -1, 1), h_next, h)
+        out = self.dense(h_next[-1]) * real.unsqueeze(-1).to(h_next.dtype)  # (B, d)
+        return tuple(h_next.unbind(0)), out
+
+    def prefill(self, items: Tensor) -> tuple[RecurrentState, Tensor]:
+        """A left-padded history (B, L) at once -> (state after its newest real event, hidden (B, L, d)).
+
+        Rows are rotated to right padding and packed with their lengths, so the GRU stops at each row's
+        last real event; an all-padding row keeps the empty state.
+        """
+        B, L = items.shape
+        real = items != 0  # (B, L)
+        lengths = real.sum(dim=1)  # (B,)
+        pad = L - lengths
+        shifted = rotate_rows(items, pad)  # (B, L): real items first
+        x = self.embedding_dropout(self.item_embedding(shifted))  # (B, L, d)
+        packed = pack_padded_sequence(x, lengths.clamp_min(1).cpu(), batch_first=True, enforce_sorted=False)
+        _, h_n = self.gru(packed)  # (layers, B, H) at each row's last packed step
+        h_n = h_n * (lengths > 0).view(1, -1, 1).to(h_n.dtype)  # all-padding rows: the empty state
+        return tuple(h_n.unbind(0)), self(items)

@@ -1,0 +1,42 @@
+"""``python -m seqrec bench serve`` end to end at a tiny size, on the fixture runs (``tests/serve/runs.py``) placed
+where the benchmark looks for its runs: it replays over HTTP at two concurrency levels, sweeps history lengths,
+and writes the report and the PNG."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from seqrec.__main__ import main
+
+pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'seqrec[serve]')")
+pytest.importorskip("httpx", reason="the serve extra is not installed (pip install 'seqrec[serve]')")
+
+
+def test_bench_serve_smoke(tmp_path, serve_runs):
+    runs = tmp_path / "runs"
+    for name, experiment in (("lru", "lru_ml1m"), ("ctr", "ctr_transformer_ml1m")):
+        shutil.copytree(serve_runs[name], runs / experiment / "version_0")
+    data = serve_runs["ctr"].parents[2] / "pairs.txt"  # --data must exist; the runs are there already
+    out = tmp_path / "SERVING.md"
+    figures = main(["bench", "serve", "--data", str(data), "--runs-dir", str(runs), "--models", "lru,ctr",
+                    "--clients", "1,2", "--events", "4", "--seconds", "30", "--lengths", "5,20", "--sweep-events", "3",
+                    "--budgets", "0.5", "--sync", "normal", "--out", str(out), "--json", str(tmp_path / "serving.json")])
+    text = out.read_text()
+    assert "Smoke-size run" in text and "| LRURec (stored state) | recurrent | 20 |" in text and "Goal (LRURec" in text
+    assert (tmp_path / "serving_latency.png").stat().st_size > 10_000
+    served = {s["model"]: s for s in figures["served"]}
+    assert [(name, s["adapter"]) for name, s in served.items()] == [
+        ("lru", "recurrent"), ("ctr", "kv-cache"), ("ctr+snapkv@50%", "kv-compressed")]
+    for s in served.values():
+        assert [level["clients"] for level in s["levels"]] == [1, 2] and all(lv["events"] == 4 for lv in s["levels"])
+        assert s["users"] == 8 and s["file_bytes_per_user"] > s["blob_bytes_per_user"] > 0
+        assert 0.0 <= s["levels"][0]["hr10"] <= 1.0 and s["peak_rss_mb"] > 0
+    assert served["lru"]["blob_bytes_per_user"] < served["ctr"]["blob_bytes_per_user"]
+    sweep = json.loads((tmp_path / "serving.json").read_text())["sweep"]
+    assert {r["adapter"] for r in sweep} == {"recurrent", "kv-cache", "kv-compressed"}
+    kv = {r["length"]: r["state_bytes"] for r in sweep if r["adapter"] == "kv-cache"}
+    assert kv[20] > kv[5]  # the KV cache grows with the history; LRURec's state does not
+    assert len({r["state_bytes"] for r in sweep if r["adapter"] == "recurrent"}) == 1
