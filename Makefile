@@ -4,9 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # An unpinned torch pulls a multi-GB CUDA build: pin it first (this version also has a CPU wheel).
 TORCH ?= torch==2.13.0
-# Real-data tests and benchmarks read this folder when it exists (never needed: those tests skip).
-SEQREC_SHARED_DATA ?= $(abspath $(wildcard ../shared/data))
-export SEQREC_SHARED_DATA
+# Real-data tests and benchmarks read $SEQREC_SHARED_DATA (a folder of real dataset copies) when it is set;
+# without it those tests skip with a message naming the variable.
 CONFIG ?= configs/sasrec_ml100k.yaml
 
 .PHONY: setup fit test lint bench repro clean
@@ -28,11 +27,13 @@ test: setup
 lint: setup
 	$(VENV)/bin/ruff check seqrec tests
 
-# bench: the pipeline benchmark, then the speed benchmark (its ML-1M rows need SEQREC_SHARED_DATA; the official
-# LRURec comparison runs when SEQREC_LRUREC_OFFICIAL names a checkout of github.com/yueqirex/LRURec).
+# bench: the pipeline benchmark, the speed benchmark (its ML-1M rows need SEQREC_SHARED_DATA; the official LRURec
+# comparison runs when SEQREC_LRUREC_OFFICIAL names a checkout of github.com/yueqirex/LRURec), then the XLong-size
+# benchmark on a synthetic corpus (66.8M events; about 5 minutes and 7 GiB). Run it on an otherwise quiet machine.
 bench: setup
 	$(PY) -m seqrec bench pipeline --out results/BENCHMARKS.md $(ARGS)
 	$(PY) -m seqrec bench speed --out results/BENCHMARKS.md $(if $(SEQREC_LRUREC_OFFICIAL),--official-lrurec "$(SEQREC_LRUREC_OFFICIAL)") $(SPEED_ARGS)
+	$(PY) -m seqrec bench xlong --out results/BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -15,7 +15,7 @@
 # passes its tests without a GPU (`make test`).
 #
 # Environment: PYTHON (default .venv/bin/python, else python3) must have CUDA torch and this package's
-# dependencies; SEQREC_SHARED_DATA (default shared/data or ../shared/data) holds lrurec/ml-1m.txt.gz. Without
+# dependencies; SEQREC_SHARED_DATA (a folder of real copies) holds lrurec/ml-1m.txt.gz. Without
 # that file an ML-1M-shaped synthetic file (6,040 users, 3,416 items, ~1M events) is used and marked as such.
 # DeepSpeed steps are skipped (and say so) when the deepspeed package is missing.
 set -uo pipefail
@@ -70,7 +70,7 @@ echo "gpu_check: working in $WORK"
 # --- data: the LRURec ML-1M file, or an ML-1M-shaped stand-in -------------------------------------------
 DATA_NOTE="ML-1M as LRURec trains on it (lrurec/ml-1m.txt.gz: 6,040 users, 3,416 items, 999,611 events)"
 ML1M=""
-for dir in "${SEQREC_SHARED_DATA:-}" shared/data ../shared/data; do
+for dir in "${SEQREC_SHARED_DATA:-}"; do
   if [ -n "$dir" ] && [ -f "$dir/lrurec/ml-1m.txt.gz" ]; then ML1M="$dir/lrurec/ml-1m.txt.gz"; break; fi
 done
 if [ -z "$ML1M" ]; then

@@ -24,7 +24,7 @@
 # --precision bf16-mixed trains and evaluates under autocast (faster, labelled as such).
 #
 # Data: the configs' own sources (downloads need network access), or LRURec's files from SEQREC_SHARED_DATA
-# (default shared/data or ../shared/data: lrurec/{ml-1m,beauty,video,sports,steam}.txt.gz, xlong/), as
+# (a folder of real copies: lrurec/{ml-1m,beauty,video,sports,steam}.txt.gz, xlong/), as
 # `python -m seqrec repro --shared-data` reads them. A cell whose data cannot be had fails in seconds, says why,
 # and the next one runs.
 #
@@ -134,7 +134,7 @@ EOF
          --trainer.logger.init_args.loggers '[csv]')
   CHECK_RESERVE_S=0
 else
-  for dir in "${SEQREC_SHARED_DATA:-}" shared/data ../shared/data; do
+  for dir in "${SEQREC_SHARED_DATA:-}"; do
     if [ -n "$dir" ] && [ -d "$dir/lrurec" ]; then SHARED="$dir"; break; fi
   done
   GPU_NAME=$("$PY" -c "import torch; print(torch.cuda.get_device_name(0))")

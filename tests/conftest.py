@@ -24,7 +24,7 @@ def shared_data() -> Path:
     """The real-data folder named by $SEQREC_SHARED_DATA; the test is skipped when it is absent."""
     value = os.environ.get(SHARED_ENV)
     if not value or not Path(value).is_dir():
-        pytest.skip(f"set {SHARED_ENV} to the shared real-data folder (e.g. ../shared/data) to run this test")
+        pytest.skip(f"set {SHARED_ENV} to a folder of real dataset copies to run this test")
     return Path(value)
 
 

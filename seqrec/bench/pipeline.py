@@ -285,7 +285,7 @@ def _expand(value: Any) -> Any:
     if isinstance(value, str) and "$" in value:
         if SHARED_ENV in value and not os.environ.get(SHARED_ENV):
             raise ValueError(
-                f"{value!r} needs ${SHARED_ENV}: set it to the shared real-data folder (e.g. ../shared/data), "
+                f"{value!r} needs ${SHARED_ENV}: set it to a folder holding lrurec/ml-1m.txt.gz (LRURec's ML-1M file), "
                 "or pass --data-source as a JSON source spec with a real path"
             )
         return os.path.expandvars(value)

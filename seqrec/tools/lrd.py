@@ -2,7 +2,7 @@
 
 ``python -m seqrec.tools.lrd --config evornn_ml100k.yaml``  (any fit config: its data section is built and
 only its **training** part is measured, so a temporal split's future never informs the schedule)
-``python -m seqrec.tools.lrd --text ../shared/data/lm1b/news.en.heldout-00000-of-00050.gz``  (tokenised text)
+``python -m seqrec lrd --text news.en.heldout-00000-of-00050.gz``  (tokenised text)
 
 Following Belletti, Chen & Chi (KDD 2019), a sequence of symbols x_t from a large vocabulary is seen as the
 series of one-hot vectors e_{x_t}; its autocovariance is the trace of the lag-τ covariance matrix::
