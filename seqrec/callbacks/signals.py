@@ -1,4 +1,10 @@
-"""SIGINT and SIGTERM during training: a resumable checkpoint at the signal, then a non-zero exit.
+"""The run's resume point: ``last.ckpt`` after every validation in ``fit``, and at SIGINT/SIGTERM (then a non-zero exit).
+
+After every validation, ``last.ckpt`` holds that validation's state. Lightning's ``ModelCheckpoint(save_last=True)``
+writes it only when it also wrote a top-k checkpoint (Lightning >= 2.1), so under early stopping a run killed
+without a signal (kill -9, the machine lost) went back to its last *improvement*, up to ``patience`` validations
+of training lost (10 x 500 steps for the LRURec protocol). ``SignalCheckpoint`` writes ``last.ckpt`` after each
+validation that ``ModelCheckpoint`` did not save, wherever a ``ModelCheckpoint`` asks for ``save_last``.
 
 ``SignalCheckpoint`` replaces the handlers of both signals while the trainer fits (Lightning's own SIGTERM
 handler only sets a flag and later exits with status 0 and no checkpoint). The handler only records the
@@ -168,18 +174,44 @@ class SignalCheckpoint(Checkpoint):
             self._stop(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """After the last batch of an epoch that no validation follows: checkpoint and stop."""
+        """``last.ckpt`` where ModelCheckpoint saves at epoch ends; after an epoch no validation followed, at a signal: stop."""
         if self._at_epoch_end:
             self._at_epoch_end = False
             self._stop(trainer)
+        if self._saves_at_epoch_end(trainer):
+            self._keep_last(trainer)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """After a validation inside ``fit`` (and after ModelCheckpoint's save): checkpoint and stop."""
+        """After a validation inside ``fit`` (and after ModelCheckpoint's save): ``last.ckpt``; at a signal, stop."""
         if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING:
             return
         if self._after_validation or self._pending(trainer):
             self._after_validation = False
             self._stop(trainer)
+        if not self._saves_at_epoch_end(trainer):
+            self._keep_last(trainer)
+
+    @staticmethod
+    def _keepers(trainer: L.Trainer) -> list[ModelCheckpoint]:
+        return [cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint) and cb.save_last]
+
+    def _saves_at_epoch_end(self, trainer: L.Trainer) -> bool:
+        """Whether ModelCheckpoint saves in ``on_train_epoch_end`` (validation every epoch) rather than after validation.
+
+        Lightning's own rule (a private method): ``last.ckpt`` is written at the same point as ModelCheckpoint's,
+        so that both resume alike and ModelCheckpoint finds its own file there (no ``last-v1.ckpt`` beside it).
+        """
+        return any(cb._should_save_on_train_epoch_end(trainer) for cb in self._keepers(trainer))
+
+    def _keep_last(self, trainer: L.Trainer) -> None:
+        """Write ``last.ckpt`` at this step unless ``ModelCheckpoint`` just did (only where one asks for it)."""
+        keepers = self._keepers(trainer)
+        if not keepers or any(cb._last_global_step_saved == trainer.global_step for cb in keepers):
+            return
+        path = last_checkpoint_path(trainer)
+        for callback in keepers:  # as ModelCheckpoint does before its own save: the path is part of the state
+            callback.last_model_path = str(path)
+        trainer.save_checkpoint(path)
 
     # Checkpoint's state: nothing to save
     def state_dict(self) -> dict[str, Any]:

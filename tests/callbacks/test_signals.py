@@ -64,3 +64,31 @@ def test_outside_training_a_signal_stops_at_once():
     with pytest.raises(Interrupted, match="stopped by SIGTERM outside training"), stop_on_signals():
         signal.raise_signal(signal.SIGTERM)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+@pytest.mark.parametrize("cadence, best_step, last_step", [
+    (("--trainer.max_epochs", "3"), 8, 24),  # every epoch: ModelCheckpoint saves at the epoch's end
+    (EVERY_2_EPOCHS, 16, 32),  # after the validation
+    (("--trainer.max_epochs", "3", "--trainer.check_val_every_n_epoch", "null", "--trainer.val_check_interval", "5"), 5, 20),
+])
+def test_last_checkpoint_follows_every_validation_even_without_an_improvement(ml100k_root, tmp_path, monkeypatch,
+                                                                               cadence, best_step, last_step):
+    """kill -9 after a validation that did not improve resumes from that validation, not from the last best."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    build = seqrec.fit.build
+
+    def build_never_improving(*args, **kwargs):
+        run = build(*args, **kwargs)
+        callbacks = [cb for cb in run.trainer.callbacks if not isinstance(cb, ModelCheckpoint)]
+        # "step" with mode min: the first validation stays the best, no later one is saved as top-k
+        run.trainer.callbacks = [*callbacks, ModelCheckpoint(monitor="step", mode="min", save_top_k=1, save_last=True)]
+        return run
+
+    monkeypatch.setattr(seqrec.fit, "build", build_never_improving)
+    main(tiny(ml100k_root, tmp_path, "--test", "false", *cadence))  # 8 batches an epoch
+    checkpoints = tmp_path / "sasrec_ml100k" / "version_0" / "checkpoints"
+    [best] = checkpoints.glob("epoch=*.ckpt")
+    assert sorted(p.name for p in checkpoints.iterdir()) == sorted([best.name, "last.ckpt"])
+    assert torch.load(best, weights_only=False)["global_step"] == best_step
+    assert torch.load(checkpoints / "last.ckpt", weights_only=False)["global_step"] == last_step
