@@ -90,8 +90,10 @@ DATASETS = {
     "xlong": Dataset(69_691, 2_122_932, 66_819_731, 1000, 32, 2000, eval_candidates=10_001, train_candidates=101),
 }
 D_MODEL, LAYERS = 64, 2
-ASSUMED_VALIDATIONS = 30  # the best validation at the 20th, then the 10 of early stopping's patience (a guess)
-CALIBRATION = ("lru_ml1m", 529, 725.6)  # results/REPRODUCTION.md's CPU sitting: 529 steps in 725.6 s (2 cores)
+# lru_ml1m converged here (results/REPRODUCTION.md): best validation at the 30th (step 15,000), stopped at the 40th;
+# every other cell is assumed to take as many validation intervals
+ASSUMED_VALIDATIONS = 40
+CALIBRATION = ("lru_ml1m", 13_500, 7173.1)  # its last sitting, quiet 2-core CPU: steps 6,500 -> 20,000 in 7,173.1 s
 H200_MACS_PER_S = 10e12  # assumed effective rate of these d=64 products on one H200 (a few % of its peak)
 H200_STEP_FLOOR_S = 0.02  # assumed kernel-launch floor of one training step (2 blocks, forward + backward)
 H200_EVAL_BATCH, H200_EVAL_BATCH_FLOOR_S = 4096, 0.01
@@ -164,15 +166,15 @@ def assumptions() -> list[str]:
     """The estimate's assumptions, for the report."""
     config, steps, seconds = CALIBRATION
     return [
-        f"Estimated time to converge = {ASSUMED_VALIDATIONS} validation intervals of training (the best validation "
-        f"assumed at the 20th validation, then early stopping's 10; a guess: no cell has converged here yet) plus "
+        f"Estimated time to converge = {ASSUMED_VALIDATIONS} validation intervals of training (as `lru_ml1m` took "
+        f"here: its best validation the 30th, then early stopping's 10; the other cells are assumed alike) plus "
         f"{ASSUMED_VALIDATIONS + 1} validations and a test, each pass over every user.",
         "Work per step: 3 × (batch × max_len tokens × the encoder's MACs per token (PROTOCOLS.md §7.1, d 64, 2 blocks) "
         "+ labelled positions × scored items × d), labelled positions = batch × min(max_len, mean length − 2) from "
         "Table 2; scored items = the catalogue (full softmax), or 101 for XLong (the paper's sampled loss, "
         "`loss: sampled_ce`); evaluation scores the catalogue (XLong: 10,001 candidates).",
-        f"CPU: {cpu_macs_per_s() / 1e9:.1f} G multiply-adds/s all-in, calibrated on the `{config}` sitting of "
-        f"this file's history ({steps} steps in {seconds} s on 2 shared cores, validations included). LRURec's "
+        f"CPU: {cpu_macs_per_s() / 1e9:.1f} G multiply-adds/s all-in, calibrated on the last `{config}` sitting "
+        f"of this file's history ({steps:,} steps in {seconds:,} s on 2 quiet cores, validations included). LRURec's "
         "sequential scan at L = 1,000 runs well below that rate (`python -m seqrec bench xlong` measures XLong's step).",
         f"One H200: {H200_MACS_PER_S / 1e12:.0f} T multiply-adds/s effective and at least {H200_STEP_FLOOR_S * 1000:.0f} ms "
         f"per training step (kernel launches of a 2-block d = 64 model), evaluation in batches of {H200_EVAL_BATCH:,} "
@@ -218,6 +220,42 @@ def run_config(config: str, runs_dir: Path, extra: list[str], resume: bool) -> t
     started = time.perf_counter()
     code = subprocess.run(command, check=False).returncode
     return command, time.perf_counter() - started, code
+
+
+def trained_seconds(runs_dir: Path, config: str) -> float:
+    """Training time already spent by the run ``--ckpt_path last`` resumes (Lightning's ``Timer`` state in its
+    ``last.ckpt``, the same newest-``last.ckpt`` rule as ``seqrec.fit``); 0 without one."""
+    found = sorted((runs_dir / config).glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        return 0.0
+    import torch
+
+    state = torch.load(found[-1], map_location="cpu", weights_only=False).get("callbacks", {})
+    return float(state.get("Timer", {}).get("time_elapsed", {}).get("train", 0.0))
+
+
+def sitting_limit(per_sitting: str, already: float) -> str:
+    """``trainer.max_time`` for one sitting of ``per_sitting`` (DD:HH:MM:SS) after ``already`` seconds of training.
+
+    Lightning's ``max_time`` counts every sitting of a run (the ``Timer`` keeps its elapsed time in the checkpoint),
+    so the same limit again would stop a resumed run at once; ``--max-time`` here bounds each sitting.
+    """
+    days, hours_, minutes, seconds = (int(x) for x in per_sitting.split(":"))
+    total = int(math.ceil(already)) + ((days * 24 + hours_) * 60 + minutes) * 60 + seconds
+    days, rest = divmod(total, 86_400)
+    return f"{days:02d}:{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+
+
+def public_command(argv: list[str], shared: Path | None) -> str:
+    """The command as the report shows it, ready to paste: ``python -m ...``, the shared-data folder written
+    ``"$SEQREC_SHARED_DATA"`` (outside the quotes around the rest of its argument, so the shell expands it)."""
+    words = []
+    for arg in ["python", *argv[1:]]:
+        if shared is None or str(shared) not in arg:
+            words.append(shlex.quote(arg))
+            continue
+        words.append('"$SEQREC_SHARED_DATA"'.join(shlex.quote(part) if part else "" for part in arg.split(str(shared))))
+    return " ".join(words)
 
 
 def latest_run(runs_dir: Path, config: str) -> Path | None:
@@ -363,7 +401,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="folder with lrurec/*.txt.gz (default: $SEQREC_SHARED_DATA); omit to use the raw sources")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs/repro"))
     parser.add_argument("--resume", action="store_true", help="continue each config's last run (--ckpt_path last)")
-    parser.add_argument("--max-time", default=None, help="per-config limit DD:HH:MM:SS; resume later with --resume")
+    parser.add_argument("--max-time", default=None, help="per-config limit of this sitting, DD:HH:MM:SS; resume later with --resume")
     parser.add_argument("--hardware", default=None, help="the label of this machine's results (default: detected)")
     parser.add_argument("--report-only", action="store_true", help="record the configs' latest runs, rewrite the report")
     parser.add_argument("--out", type=Path, default=Path("results/REPRODUCTION.md"))
@@ -371,14 +409,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     configs = CELLS if args.configs == ["all"] else args.configs
     extra_common = [a for a in args.overrides if a != "--"]
-    if args.max_time:
-        extra_common += ["--trainer.max_time", args.max_time]
     label = args.hardware or hardware(uses_gpu(extra_common))
     ledger = args.out.parent / LEDGER
     cells = read_ledger(ledger)
     failed, interrupted = [], []
     for config in configs:
         extra = list(extra_common)
+        if args.max_time:
+            already = trained_seconds(args.runs_dir, config) if args.resume else 0.0
+            extra += ["--trainer.max_time", sitting_limit(args.max_time, already)]
         if args.shared_data:
             extra = shared_data_overrides(config, Path(args.shared_data)) + extra
         before = latest_run(args.runs_dir, config)
@@ -386,7 +425,7 @@ def main(argv: list[str] | None = None) -> None:
         command = ""
         if not args.report_only:
             argv_run, _, code = run_config(config, args.runs_dir, extra, args.resume)
-            command = shlex.join(["python", *argv_run[1:]])
+            command = public_command(argv_run, args.shared_data)
             if code in (130, 143):  # SIGINT / SIGTERM: a checkpoint was saved at the signal
                 interrupted.append(config)
             elif code != 0:

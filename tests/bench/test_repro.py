@@ -151,3 +151,27 @@ def test_shared_data_overrides_parse(tmp_path):
     (tmp_path / "xlong").mkdir()
     xlong = parse(["--config", "lru_xlong", *shared_data_overrides("lru_xlong", tmp_path)])
     assert xlong.data.init_args.source.init_args.root == str(tmp_path / "xlong")
+
+
+def test_max_time_bounds_each_sitting_of_a_resumed_run(tmp_path, monkeypatch):
+    """Lightning's max_time counts every sitting (its Timer state is in last.ckpt): a resumed sitting gets that much more."""
+    import torch
+
+    runs = tmp_path / "runs"
+    last = runs / "lru_ml1m" / "version_0" / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    torch.save({"callbacks": {"Timer": {"time_elapsed": {"train": 1500.2, "validate": 9.0}}}}, last)
+    assert repro.trained_seconds(runs, "lru_ml1m") == 1500.2
+    assert repro.trained_seconds(runs, "sasrec_ml1m") == 0.0
+    assert repro.sitting_limit("00:00:25:00", 1500.2) == "00:00:50:01"
+    assert repro.sitting_limit("01:23:59:30", 31.0) == "02:00:00:01"
+    calls = []
+    monkeypatch.setattr(repro, "run_config", lambda config, runs_dir, extra, resume: (
+        calls.append(extra) or (["py", "-m", "seqrec", "fit", "--data.path", "/data/shared/x.txt.gz"], 1.0, 1)))
+    with pytest.raises(SystemExit):
+        repro.main(["--configs", "lru_ml1m", "--runs-dir", str(runs), "--out", str(tmp_path / "R.md"), "--resume",
+                    "--max-time", "00:00:25:00", "--hardware", "TEST"])
+    assert calls[0][-2:] == ["--trainer.max_time", "00:00:50:01"]
+    argv = ["py", "-m", "seqrec", "fit", "--path", "/data/shared/x.gz", "--source", '{"path": "/data/shared/y.gz"}']
+    command = repro.public_command(argv, Path("/data/shared"))
+    assert command == """python -m seqrec fit --path "$SEQREC_SHARED_DATA"/x.gz --source '{"path": "'"$SEQREC_SHARED_DATA"'/y.gz"}'"""
