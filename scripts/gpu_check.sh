@@ -70,9 +70,9 @@ echo "gpu_check: working in $WORK"
 # --- data: the LRURec ML-1M file, or an ML-1M-shaped stand-in -------------------------------------------
 DATA_NOTE="ML-1M as LRURec trains on it (lrurec/ml-1m.txt.gz: 6,040 users, 3,416 items, 999,611 events)"
 ML1M=""
-for dir in "${SEQREC_SHARED_DATA:-}"; do
-  if [ -n "$dir" ] && [ -f "$dir/lrurec/ml-1m.txt.gz" ]; then ML1M="$dir/lrurec/ml-1m.txt.gz"; break; fi
-done
+if [ -n "${SEQREC_SHARED_DATA:-}" ] && [ -f "$SEQREC_SHARED_DATA/lrurec/ml-1m.txt.gz" ]; then
+  ML1M="$SEQREC_SHARED_DATA/lrurec/ml-1m.txt.gz"
+fi
 if [ -z "$ML1M" ]; then
   ML1M="$WORK/ml-1m-synthetic.txt"
   DATA_NOTE="SYNTHETIC ML-1M-shaped data (ml-1m.txt.gz not found: set SEQREC_SHARED_DATA); metrics meaningless, cost figures comparable"

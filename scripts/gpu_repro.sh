@@ -134,9 +134,7 @@ EOF
          --trainer.logger.init_args.loggers '[csv]')
   CHECK_RESERVE_S=0
 else
-  for dir in "${SEQREC_SHARED_DATA:-}"; do
-    if [ -n "$dir" ] && [ -d "$dir/lrurec" ]; then SHARED="$dir"; break; fi
-  done
+  if [ -n "${SEQREC_SHARED_DATA:-}" ] && [ -d "$SEQREC_SHARED_DATA/lrurec" ]; then SHARED="$SEQREC_SHARED_DATA"; fi
   GPU_NAME=$("$PY" -c "import torch; print(torch.cuda.get_device_name(0))")
   HW_LABEL="1× $GPU_NAME, $PRECISION (scripts/gpu_repro.sh)"
   FLAGS=(--trainer.accelerator gpu --trainer.devices 1 --trainer.enable_progress_bar false

@@ -77,11 +77,16 @@ def config_differences(run_dir: Path, config: Namespace) -> list[str]:
     return [f"{flag_name(k)}: {old.get(k)!r} in the run, {new.get(k)!r} now" for k in keys]
 
 
+def newest_last_checkpoint(base: Path) -> Path | None:
+    """The ``last.ckpt`` that ``--ckpt_path last`` resumes: the newest by file time among ``base``'s runs."""
+    found = sorted(base.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
 def resolve_last_checkpoint(trainer_cfg: Namespace) -> str | None:
     """``last.ckpt`` of the newest run of this experiment (by that file's time), or None when there is none."""
-    base = run_base(trainer_cfg)
-    found = sorted(base.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
-    return str(found[-1]) if found else None
+    last = newest_last_checkpoint(run_base(trainer_cfg))
+    return str(last) if last is not None else None
 
 
 def _run_of(checkpoint: Path, base: Path) -> Path | None:

@@ -224,13 +224,15 @@ def run_config(config: str, runs_dir: Path, extra: list[str], resume: bool) -> t
 
 def trained_seconds(runs_dir: Path, config: str) -> float:
     """Training time already spent by the run ``--ckpt_path last`` resumes (Lightning's ``Timer`` state in its
-    ``last.ckpt``, the same newest-``last.ckpt`` rule as ``seqrec.fit``); 0 without one."""
-    found = sorted((runs_dir / config).glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
-    if not found:
-        return 0.0
+    ``last.ckpt``); 0 without one."""
     import torch
 
-    state = torch.load(found[-1], map_location="cpu", weights_only=False).get("callbacks", {})
+    from seqrec.fit import newest_last_checkpoint  # imported here: repro's other paths need no Lightning
+
+    last = newest_last_checkpoint(runs_dir / config)
+    if last is None:
+        return 0.0
+    state = torch.load(last, map_location="cpu", weights_only=False).get("callbacks", {})
     return float(state.get("Timer", {}).get("time_elapsed", {}).get("train", 0.0))
 
 
