@@ -12,9 +12,10 @@
 #     reserve of scripts/gpu_check.sh (CHECK_RESERVE_S, 250 s) is set aside; a cell whose allowance would be
 #     under MIN_CELL_S (60 s) is not started ("skipped: budget");
 #   - one process: `python -m seqrec repro --configs CELL` -> `python -m seqrec fit` with --trainer.accelerator gpu,
-#     devices 1, evaluation batches of EVAL_BATCH (4096; XLong 512), --trainer.max_time = the allowance less
-#     OVERHEAD_S (60 s: imports, data, the step-0 validation, the test), killed at the allowance + 60 s; the
-#     best-validation checkpoint is tested, so a cell stopped by its time is a partial result, not a lost one;
+#     devices 1, evaluation batches of EVAL_BATCH (4096; XLong 512), --max-time (fit's --sitting_time) = the
+#     allowance less OVERHEAD_S (60 s: imports, data, the step-0 validation, the test), killed at the allowance
+#     + 60 s; at its time a cell checkpoints at an exact resume point and its best-validation checkpoint so far is
+#     tested (exit 75, "time limit"), so a cell stopped by its time is a partial result that resumes, not a lost one;
 #   - its result joins results/reproduction.json and results/REPRODUCTION.md (labelled with the GPU's name and
 #     the precision) and a row of the "Reproduction cells" section of results/GPU.md, at once.
 # Then scripts/gpu_check.sh runs with what is left (its own BUDGET_S) and its report becomes results/GPU.md with
@@ -203,6 +204,7 @@ for cell in "${CELLS[@]}"; do
   wall=$(( $(date +%s) - begin ))
   status=ok; note=""
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status=killed; note="over ${allowance}s + ${GRACE_S}s: no test of this sitting"
+  elif [ $rc -eq 75 ]; then status="time limit"; note="partial: resume with --resume"
   elif [ $rc -ne 0 ]; then status=failed; note=$(grep -E "^error|Error" "$WORK/$cell.log" | tail -1 | cut -c1-200 | tr '\t|' '  '); fi
   printf '%s\t%s\t%s\t%s\t%s\n' "$cell" "$status" "$allowance" "$wall" "$note" >> "$WORK/cells.tsv"
   echo "gpu_repro: [$cell] $status (${wall}s)${note:+: $note}"

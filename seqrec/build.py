@@ -39,6 +39,7 @@ from seqrec.atomic import write_text
 from seqrec.callbacks.checkpoint_io import AtomicCheckpointIO
 from seqrec.callbacks.macs import MACsCallback
 from seqrec.callbacks.memory import MemoryCallback
+from seqrec.callbacks.signals import sitting_seconds
 from seqrec.callbacks.throughput import ThroughputCallback
 from seqrec.checks import check_strategy, check_values
 from seqrec.config_files import COMPOSE_KEY, expand_config_args
@@ -96,6 +97,14 @@ def explain_parse_error(message: str) -> str:
     return f"unknown key {unknown[-1]!r} for {classes[-1]}; valid keys: {', '.join(valid)}"
 
 
+def check_run_flags(config: Namespace) -> None:
+    """One-line ValueErrors for the run-level flags ``--threads`` and ``--sitting_time``."""
+    if config.threads is not None and config.threads < 1:
+        raise ValueError(f"--threads {config.threads}: must be a positive integer (or leave it out: the cores available)")
+    if config.get("sitting_time") is not None:
+        sitting_seconds(config.sitting_time)
+
+
 # --- the CLI parser --------------------------------------------------------------------------------------
 class SeqRecCLI(LightningCLI):
     """LightningCLI (subclass mode: any task, any datamodule) with seqrec's arguments, links and checks."""
@@ -111,6 +120,9 @@ class SeqRecCLI(LightningCLI):
         parser.add_argument("--threads", type=int | None, default=None, help="torch intra-op threads (default: the cores available)")
         parser.add_argument("--test", type=bool, default=True, help="test the best checkpoint after fitting")
         parser.add_argument("--validate_first", type=bool, default=False, help="validate once before training (LRURec's step-0 validation)")
+        parser.add_argument("--sitting_time", type=str | None, default=None,
+                            help="end this sitting after DD:HH:MM:SS of training at an exact resume point (exit 75); "
+                                 "continue with --ckpt_path last")
         parser.link_arguments("data.num_items", "model.init_args.model.init_args.num_items", apply_on="instantiate")
         # item-feature models (MLP4Rec): names, kinds and vocabulary sizes from the data; skipped by jsonargparse
         # when the model has no feature_spec or the datamodule no item_feature_spec
@@ -138,9 +150,8 @@ class SeqRecCLI(LightningCLI):
         config = self.config
         config[COMPOSE_KEY] = None  # already expanded; a saved config.yaml must not compose again
         check_values(config)
+        check_run_flags(config)
         check_strategy(config.trainer)
-        if config.threads is not None and config.threads < 1:
-            raise ValueError(f"--threads {config.threads}: must be a positive integer (or leave it out: the cores available)")
         torch.set_num_threads(config.threads or default_threads())
         name_run_logger(config, self.experiment)
         copy_max_len(config)
@@ -155,6 +166,7 @@ class ParseOnly(SeqRecCLI):
         """Check values and name the run as a real build would, but set nothing process-wide."""
         self.config[COMPOSE_KEY] = None
         check_values(self.config)
+        check_run_flags(self.config)
         name_run_logger(self.config, self.experiment)
 
     def instantiate_classes(self) -> None:

@@ -15,7 +15,8 @@ Resuming (``--ckpt_path``) continues one run directory, ``runs/<experiment>/vers
   anywhere else it starts a new run from it.
 
 The checkpoint is verified (``check_checkpoint``) and the configs compared before anything is built or
-written. SIGINT/SIGTERM during training save a checkpoint and exit 130/143 (``seqrec.callbacks.signals``);
+written. SIGINT/SIGTERM during training save a checkpoint and exit 130/143; ``--sitting_time DD:HH:MM:SS`` ends
+the sitting the same way after that much training and exits 75 (``seqrec.callbacks.signals``);
 every failure is one line (``seqrec.errors.run_command``).
 """
 
@@ -35,7 +36,7 @@ from seqrec.atomic import write_json
 from seqrec.build import build, parse
 from seqrec.callbacks.checkpoint_io import check_checkpoint
 from seqrec.callbacks.rng import RNGStateCheckpoint
-from seqrec.callbacks.signals import Interrupted, SignalCheckpoint, stop_on_signals
+from seqrec.callbacks.signals import TIME_UP, Interrupted, SignalCheckpoint, sitting_seconds, stop_on_signals
 from seqrec.checks import config_leaves, flag_name
 from seqrec.errors import run_command
 from seqrec.loggers.report import read_csv_rows
@@ -45,7 +46,7 @@ log = logging.getLogger("seqrec.fit")
 
 # keys a resumed sitting may change: budgets and how the process runs, not what is trained
 RESUMABLE_KEYS = (
-    "ckpt_path", "threads", "test", "validate_first", "config", "compose",
+    "ckpt_path", "threads", "test", "validate_first", "sitting_time", "config", "compose",
     "trainer.max_epochs", "trainer.max_steps", "trainer.max_time", "trainer.enable_progress_bar",
     "trainer.logger.init_args.version", "trainer.logger.init_args.save_dir", "trainer.default_root_dir",
 )
@@ -183,7 +184,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
 
 def fit(argv: list[str]) -> dict[str, float]:
-    """Parse, fit, test the best checkpoint, save the test metrics (errors propagate; ``main`` reports them)."""
+    """Parse, fit, test the best checkpoint, save the test metrics (errors propagate; ``main`` reports them).
+
+    At ``--sitting_time``'s end the best checkpoint so far is tested (a partial result, ``fit_summary.json``
+    status ``sitting_time_limit``), then ``Interrupted`` (exit 75) says how to resume.
+    """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     with stop_on_signals():  # outside training a signal just stops (nothing to save)
         run = build(list(argv), adjust=resolve_resume)
@@ -198,7 +203,9 @@ def _fit_run(run: Any) -> dict[str, float]:
             f"counted on each of the {trainer.world_size} processes' shard of the data. Run it in one process "
             "(leave out configs/trainer/ddp.yaml, or --trainer.devices 1)."
         )
-    trainer.callbacks.extend([RNGStateCheckpoint(), SignalCheckpoint(), SittingMarker()])
+    limit = cli.config.get("sitting_time")
+    resume_point = SignalCheckpoint(sitting_seconds(limit) if limit is not None else None)
+    trainer.callbacks.extend([RNGStateCheckpoint(), resume_point, SittingMarker()])
     ckpt_path = cli.config.ckpt_path
     if ckpt_path is not None:
         for callback in trainer.callbacks:
@@ -209,19 +216,24 @@ def _fit_run(run: Any) -> dict[str, float]:
     new_dir = _logger_version(cli.config) is None  # this process claims a fresh version_N
     started = time.perf_counter()
     first_epoch = trainer.current_epoch
+    paused: Interrupted | None = None  # the sitting's time ran out: test the best so far, then exit 75
     try:
         if cli.config.validate_first and ckpt_path is None:
             trainer.validate(task, datamodule=data, verbose=False)
         trainer.fit(task, datamodule=data, ckpt_path=ckpt_path)
     except Interrupted as stop:
         out_dir = local_run_directory(trainer)
-        if stop.checkpoint is not None:
+        if stop.checkpoint is not None and stop.signum == TIME_UP:
+            paused = stop
+        elif stop.checkpoint is not None:
             _finish(trainer, out_dir, fit_summary(trainer, time.perf_counter() - started, trainer.current_epoch - first_epoch, "interrupted"))
             stop.args = (f"{stop}; resume with the same command and --ckpt_path {out_dir}",)
-        elif new_dir and trainer.is_global_zero:
-            _close_loggers(trainer, "failed")
-            remove_if_unused(out_dir)
-        raise
+            raise
+        else:
+            if new_dir and trainer.is_global_zero:
+                _close_loggers(trainer, "failed")
+                remove_if_unused(out_dir)
+            raise
     except BaseException:
         if new_dir and trainer.is_global_zero:
             _close_loggers(trainer, "failed")
@@ -230,7 +242,8 @@ def _fit_run(run: Any) -> dict[str, float]:
     out_dir = Path(trainer.log_dir or trainer.default_root_dir)  # after fit: under several processes, rank 0's
     trainer.callbacks = [cb for cb in trainer.callbacks if not isinstance(cb, SignalCheckpoint)]  # one Checkpoint for "best"
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = fit_summary(trainer, time.perf_counter() - started, trainer.current_epoch - first_epoch)
+    summary = fit_summary(trainer, time.perf_counter() - started, trainer.current_epoch - first_epoch,
+                          "sitting_time_limit" if paused is not None else None)
     if trainer.is_global_zero:
         write_json(out_dir / "fit_summary.json", summary)
     log.info("fit: %s", summary)
@@ -242,6 +255,10 @@ def _fit_run(run: Any) -> dict[str, float]:
         if trainer.is_global_zero:
             write_json(out_dir / "test_metrics.json", results)
         log.info("test metrics written to %s", out_dir / "test_metrics.json")
+    if paused is not None:  # a partial result: the test above is of the best checkpoint so far
+        _close_loggers(trainer, "interrupted")
+        paused.args = (f"{paused}; resume with the same command and --ckpt_path {out_dir}",)
+        raise paused
     _close_loggers(trainer)
     return results
 
@@ -296,7 +313,7 @@ def fit_summary(trainer: L.Trainer, seconds: float, epochs_this_sitting: int, st
     elif trainer.max_epochs not in (None, -1) and trainer.current_epoch >= trainer.max_epochs:
         status = "max_epochs"
     else:
-        status = "interrupted_or_time_limit"  # trainer.max_time: resume with --ckpt_path last
+        status = "interrupted_or_time_limit"  # Lightning's trainer.max_time: resume with --ckpt_path last
     best = checkpoint_callback(trainer)
     return {
         "status": status,

@@ -6,8 +6,9 @@
 The cells are LRURec's benchmark: LRURec and SASRec on ML-1M, Beauty, Video, Sports, Steam (Table 3, full
 ranking) and XLong (Table 4, 10,000 sampled negatives), one shipped config each (``lru_video``,
 ``sasrec_xlong``, ...). Each config runs in its own process (``python -m seqrec fit``) so wall times are
-clean; ``--max-time`` bounds a sitting and ``--resume`` (``--ckpt_path last``) continues it later with the
-same metrics as an uninterrupted run (tests/test_fit.py). After every config its result joins the ledger
+clean; ``--max-time`` bounds each sitting (fit's ``--sitting_time``: it stops at an exact resume point and tests
+the best checkpoint so far; exit 75) and ``--resume`` (``--ckpt_path last``) continues it later with the same
+metrics as an uninterrupted run (tests/test_fit.py, tests/callbacks/test_signals.py). After every config its result joins the ledger
 ``reproduction.json`` beside ``--out`` (one entry per cell and hardware, labelled with the hardware it ran
 on) and the report is rewritten, so results are written as they finish and results from another machine
 (a GPU) merge with this one's. The report lists every cell with its status: converged (early stopping),
@@ -222,32 +223,6 @@ def run_config(config: str, runs_dir: Path, extra: list[str], resume: bool) -> t
     return command, time.perf_counter() - started, code
 
 
-def trained_seconds(runs_dir: Path, config: str) -> float:
-    """Training time already spent by the run ``--ckpt_path last`` resumes (Lightning's ``Timer`` state in its
-    ``last.ckpt``); 0 without one."""
-    import torch
-
-    from seqrec.fit import newest_last_checkpoint  # imported here: repro's other paths need no Lightning
-
-    last = newest_last_checkpoint(runs_dir / config)
-    if last is None:
-        return 0.0
-    state = torch.load(last, map_location="cpu", weights_only=False).get("callbacks", {})
-    return float(state.get("Timer", {}).get("time_elapsed", {}).get("train", 0.0))
-
-
-def sitting_limit(per_sitting: str, already: float) -> str:
-    """``trainer.max_time`` for one sitting of ``per_sitting`` (DD:HH:MM:SS) after ``already`` seconds of training.
-
-    Lightning's ``max_time`` counts every sitting of a run (the ``Timer`` keeps its elapsed time in the checkpoint),
-    so the same limit again would stop a resumed run at once; ``--max-time`` here bounds each sitting.
-    """
-    days, hours_, minutes, seconds = (int(x) for x in per_sitting.split(":"))
-    total = int(math.ceil(already)) + ((days * 24 + hours_) * 60 + minutes) * 60 + seconds
-    days, rest = divmod(total, 86_400)
-    return f"{days:02d}:{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
-
-
 def public_command(argv: list[str], shared: Path | None) -> str:
     """The command as the report shows it, ready to paste: ``python -m ...``, the shared-data folder written
     ``"$SEQREC_SHARED_DATA"`` (outside the quotes around the rest of its argument, so the shell expands it)."""
@@ -403,7 +378,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="folder with lrurec/*.txt.gz (default: $SEQREC_SHARED_DATA); omit to use the raw sources")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs/repro"))
     parser.add_argument("--resume", action="store_true", help="continue each config's last run (--ckpt_path last)")
-    parser.add_argument("--max-time", default=None, help="per-config limit of this sitting, DD:HH:MM:SS; resume later with --resume")
+    parser.add_argument("--max-time", default=None, help="per-config limit of this sitting, DD:HH:MM:SS (fit's "
+                        "--sitting_time: it stops at an exact resume point, tests the best so far, exits 75); resume later with --resume")
     parser.add_argument("--hardware", default=None, help="the label of this machine's results (default: detected)")
     parser.add_argument("--report-only", action="store_true", help="record the configs' latest runs, rewrite the report")
     parser.add_argument("--out", type=Path, default=Path("results/REPRODUCTION.md"))
@@ -414,12 +390,11 @@ def main(argv: list[str] | None = None) -> None:
     label = args.hardware or hardware(uses_gpu(extra_common))
     ledger = args.out.parent / LEDGER
     cells = read_ledger(ledger)
-    failed, interrupted = [], []
+    failed, interrupted, paused = [], [], []
     for config in configs:
         extra = list(extra_common)
-        if args.max_time:
-            already = trained_seconds(args.runs_dir, config) if args.resume else 0.0
-            extra += ["--trainer.max_time", sitting_limit(args.max_time, already)]
+        if args.max_time:  # an exact resume point (trainer.max_time is not one: it validates at its stop)
+            extra += ["--sitting_time", args.max_time]
         if args.shared_data:
             extra = shared_data_overrides(config, Path(args.shared_data)) + extra
         before = latest_run(args.runs_dir, config)
@@ -428,7 +403,9 @@ def main(argv: list[str] | None = None) -> None:
         if not args.report_only:
             argv_run, _, code = run_config(config, args.runs_dir, extra, args.resume)
             command = public_command(argv_run, args.shared_data)
-            if code in (130, 143):  # SIGINT / SIGTERM: a checkpoint was saved at the signal
+            if code == os.EX_TEMPFAIL:  # the sitting's time ran out: checkpointed, best so far tested
+                paused.append(config)
+            elif code in (130, 143):  # SIGINT / SIGTERM: a checkpoint was saved at the signal
                 interrupted.append(config)
             elif code != 0:
                 failed.append(config)
@@ -439,6 +416,9 @@ def main(argv: list[str] | None = None) -> None:
             cells = record(ledger, config, run_entry(run, label, command))
         write_report(args.out, cells, configs)  # after every cell: partial results are on disk as they finish
     print(write_report(args.out, cells, configs))
+    if paused:
+        print(f"repro: {', '.join(paused)} reached the sitting's --max-time with a checkpoint; continue with the same "
+              "command and --resume", file=sys.stderr)
     if interrupted:
         print(f"repro: {', '.join(interrupted)} stopped by a signal with a checkpoint; continue with the same command "
               "and --resume", file=sys.stderr)
@@ -447,6 +427,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(1)
     if interrupted:
         raise SystemExit(130)
+    if paused:
+        raise SystemExit(os.EX_TEMPFAIL)
 
 
 if __name__ == "__main__":

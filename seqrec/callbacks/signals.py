@@ -1,4 +1,5 @@
-"""The run's resume point: ``last.ckpt`` after every validation in ``fit``, and at SIGINT/SIGTERM (then a non-zero exit).
+"""The run's resume point: ``last.ckpt`` after every validation in ``fit``, and a stop at an exact resume point at
+SIGINT/SIGTERM or at the end of the sitting's time (``--sitting_time``), then a non-zero exit.
 
 After every validation, ``last.ckpt`` holds that validation's state. Lightning's ``ModelCheckpoint(save_last=True)``
 writes it only when it also wrote a top-k checkpoint (Lightning >= 2.1), so under early stopping a run killed
@@ -22,6 +23,14 @@ and then raises ``Interrupted``, which ``seqrec.fit`` turns into one line and ex
 (130 for SIGINT, 143 for SIGTERM). A second signal exits at once (the previous ``last.ckpt`` is whole:
 checkpoints are written atomically). Under several processes every rank stops at the same batch: the
 decision is reduced across ranks after every batch.
+
+The sitting's time (``sitting_seconds``, wall time since training started in this process) ends the sitting
+the same way, at the first batch end past it: a checkpoint at the next exact resume point, then ``Interrupted``
+(``seqrec.fit`` first tests the best checkpoint so far) and exit status 75 (``os.EX_TEMPFAIL``, sysexits'
+"temporary failure, try again": here, resume). Lightning's ``trainer.max_time`` is not such a point: at its
+stop mid-epoch Lightning runs one more validation (early stopping counts it toward its patience) and the
+resumed run's step-cadence validations come one step early (seen on the ML-1M reproduction: validations at
+2,540, then 2,998 instead of 2,999); its budget also counts every earlier sitting of the run.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,14 +50,16 @@ from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+TIME_UP = 0  # Interrupted's "signal" when the sitting's time ran out (no signal has number 0)
 
 
 class Interrupted(Exception):
-    """Training stopped by a signal after saving ``checkpoint`` (None when no checkpoint could be written)."""
+    """Training stopped by a signal (or, ``signum == TIME_UP``, by the sitting's time) after saving ``checkpoint``
+    (None when no checkpoint could be written)."""
 
     def __init__(self, signum: int, checkpoint: Path | None = None, epoch: int | None = None, step: int | None = None) -> None:
         self.signum, self.checkpoint, self.epoch, self.step = signum, checkpoint, epoch, step
-        self.name = signal.Signals(signum).name
+        self.name = "the sitting's time limit" if signum == TIME_UP else signal.Signals(signum).name
         if epoch is None:
             super().__init__(f"stopped by {self.name} outside training (nothing to save)")
         else:
@@ -55,8 +67,20 @@ class Interrupted(Exception):
 
     @property
     def exit_code(self) -> int:
-        """128 + the signal number, as a shell reports a process ended by that signal (130, 143)."""
-        return 128 + self.signum
+        """128 + the signal number, as a shell reports a process ended by that signal (130, 143); 75 at TIME_UP."""
+        return os.EX_TEMPFAIL if self.signum == TIME_UP else 128 + self.signum
+
+
+def sitting_seconds(text: str) -> float:
+    """``--sitting_time`` ``DD:HH:MM:SS`` (Lightning's ``max_time`` format) in seconds; a one-line ValueError otherwise."""
+    parts = text.split(":")
+    if len(parts) != 4 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"--sitting_time {text!r}: must be DD:HH:MM:SS, e.g. 00:02:00:00 for two hours")
+    days, hours, minutes, seconds = (int(p) for p in parts)
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total <= 0:
+        raise ValueError(f"--sitting_time {text!r}: must be longer than 0 (leave it out for no limit)")
+    return float(total)
 
 
 @contextlib.contextmanager
@@ -89,12 +113,17 @@ def last_checkpoint_path(trainer: L.Trainer) -> Path:
 
 
 class SignalCheckpoint(Checkpoint):
-    """Checkpoint and stop at SIGINT/SIGTERM during ``fit`` (module docstring).
+    """Checkpoint and stop at SIGINT/SIGTERM, or after ``sitting_seconds`` of this sitting, during ``fit`` (module
+    docstring).
 
     A ``Checkpoint`` subclass only so that Lightning runs its hooks after ``ModelCheckpoint``'s.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, sitting_seconds: float | None = None) -> None:
+        if sitting_seconds is not None and sitting_seconds <= 0:
+            raise ValueError(f"sitting_seconds {sitting_seconds}: must be positive (or None: no limit)")
+        self.sitting_seconds = sitting_seconds
+        self._deadline: float | None = None
         self.signum: int | None = None
         self._previous: dict[int, Any] = {}
         self._after_validation = False
@@ -112,9 +141,16 @@ class SignalCheckpoint(Checkpoint):
             if launcher is not None and hasattr(launcher, "kill") and signum == signal.SIGTERM:
                 launcher.kill(signum)  # DDP children started by this process stop with it
 
+    @staticmethod
+    def _now() -> float:
+        """The clock of the sitting's time (a method so that tests can drive it)."""
+        return time.monotonic()
+
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """Install the handlers (after Lightning installed its own, which they replace)."""
+        """Start the sitting's clock; install the handlers (after Lightning installed its own, which they replace)."""
         self._trainer = trainer
+        if self.sitting_seconds is not None:
+            self._deadline = self._now() + self.sitting_seconds
         if threading.current_thread() is not threading.main_thread():
             return
         for signum in SIGNALS:
@@ -136,13 +172,20 @@ class SignalCheckpoint(Checkpoint):
 
     # --- acting on a signal -----------------------------------------------------------------------
     def _pending(self, trainer: L.Trainer) -> bool:
-        """True on every rank when any rank received a signal."""
+        """True on every rank when any rank received a signal or, after a batch, saw the sitting's time run out."""
         flag = self.signum is not None
         if trainer.world_size > 1:
             flag = bool(trainer.strategy.reduce_boolean_decision(flag, all=False))
             if flag and self.signum is None:
                 self.signum = int(signal.SIGTERM)
-        return flag
+        if flag or self._deadline is None:
+            return flag
+        time_up = self._now() >= self._deadline
+        if trainer.world_size > 1:  # the ranks' clocks differ: all stop when the first sees it
+            time_up = bool(trainer.strategy.reduce_boolean_decision(time_up, all=False))
+        if time_up:
+            self.signum = TIME_UP
+        return time_up
 
     @staticmethod
     def _validation_follows(trainer: L.Trainer) -> bool:
@@ -154,7 +197,7 @@ class SignalCheckpoint(Checkpoint):
             return False
 
     def _stop(self, trainer: L.Trainer) -> None:
-        assert self.signum is not None
+        assert self.signum is not None  # a signal, or TIME_UP
         path = last_checkpoint_path(trainer)
         trainer.save_checkpoint(path)
         for logger in trainer.loggers:

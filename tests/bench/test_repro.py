@@ -105,7 +105,7 @@ def test_main_records_each_cell_as_it_finishes_and_labels_the_hardware(tmp_path,
         repro.main(["--configs", "lru_ml1m", "sasrec_ml1m", "lru_video", "--runs-dir", str(runs), "--out", str(out),
                     "--hardware", "TEST-GPU", "--max-time", "00:00:05:00", "--", "--trainer.accelerator", "gpu"])
     assert [c for c, _ in calls] == ["lru_ml1m", "sasrec_ml1m", "lru_video"]
-    assert calls[0][1][-4:] == ["--trainer.accelerator", "gpu", "--trainer.max_time", "00:00:05:00"]
+    assert calls[0][1][-4:] == ["--trainer.accelerator", "gpu", "--sitting_time", "00:00:05:00"]
     cells = read_ledger(out.parent / "reproduction.json")
     assert set(cells) == {"lru_ml1m", "lru_video"}
     assert cells["lru_ml1m"][0]["hardware"] == "TEST-GPU" and cells["lru_ml1m"][0]["metrics"]["recall@10"] == 0.3
@@ -153,25 +153,29 @@ def test_shared_data_overrides_parse(tmp_path):
     assert xlong.data.init_args.source.init_args.root == str(tmp_path / "xlong")
 
 
-def test_max_time_bounds_each_sitting_of_a_resumed_run(tmp_path, monkeypatch):
-    """Lightning's max_time counts every sitting (its Timer state is in last.ckpt): a resumed sitting gets that much more."""
-    import torch
-
+def test_max_time_is_fits_sitting_time_and_a_paused_cell_says_resume(tmp_path, monkeypatch, capsys):
+    """--max-time bounds each sitting with fit's --sitting_time (an exact resume point; exit 75 when it ran out)."""
     runs = tmp_path / "runs"
-    last = runs / "lru_ml1m" / "version_0" / "checkpoints" / "last.ckpt"
-    last.parent.mkdir(parents=True)
-    torch.save({"callbacks": {"Timer": {"time_elapsed": {"train": 1500.2, "validate": 9.0}}}}, last)
-    assert repro.trained_seconds(runs, "lru_ml1m") == 1500.2
-    assert repro.trained_seconds(runs, "sasrec_ml1m") == 0.0
-    assert repro.sitting_limit("00:00:25:00", 1500.2) == "00:00:50:01"
-    assert repro.sitting_limit("01:23:59:30", 31.0) == "02:00:00:01"
     calls = []
-    monkeypatch.setattr(repro, "run_config", lambda config, runs_dir, extra, resume: (
-        calls.append(extra) or (["py", "-m", "seqrec", "fit", "--data.path", "/data/shared/x.txt.gz"], 1.0, 1)))
-    with pytest.raises(SystemExit):
+
+    def paused(config, runs_dir, extra, resume):
+        calls.append((extra, resume))
+        write_run(runs_dir, config, status="sitting_time_limit")
+        return ["py", "-m", "seqrec", "fit", "--config", config], 1.0, 75
+
+    monkeypatch.setattr(repro, "run_config", paused)
+    with pytest.raises(SystemExit) as exit_info:
         repro.main(["--configs", "lru_ml1m", "--runs-dir", str(runs), "--out", str(tmp_path / "R.md"), "--resume",
                     "--max-time", "00:00:25:00", "--hardware", "TEST"])
-    assert calls[0][-2:] == ["--trainer.max_time", "00:00:50:01"]
+    assert exit_info.value.code == 75
+    [(extra, resume)] = calls
+    assert extra[-2:] == ["--sitting_time", "00:00:25:00"] and resume
+    assert "lru_ml1m reached the sitting's --max-time with a checkpoint; continue with the same command and --resume" \
+        in capsys.readouterr().err
+    assert "| lru_ml1m | partial (sitting_time_limit) | TEST |" in (tmp_path / "R.md").read_text()
+
+
+def test_public_command_names_the_shared_data_folder_by_its_variable():
     argv = ["py", "-m", "seqrec", "fit", "--path", "/data/shared/x.gz", "--source", '{"path": "/data/shared/y.gz"}']
     command = repro.public_command(argv, Path("/data/shared"))
     assert command == """python -m seqrec fit --path "$SEQREC_SHARED_DATA"/x.gz --source '{"path": "'"$SEQREC_SHARED_DATA"'/y.gz"}'"""

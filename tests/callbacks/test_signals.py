@@ -1,5 +1,6 @@
-"""SIGTERM/SIGINT during fit: a checkpoint at the signal (end of an epoch without validation; after the validation
-that follows the batch), one line, exit 143/130, and a resumed run equal to an uninterrupted one."""
+"""SIGTERM/SIGINT (or the end of --sitting_time) during fit: a checkpoint at the signal (end of an epoch without
+validation; after the validation that follows the batch), one line, exit 143/130 (75), and a resumed run equal to
+an uninterrupted one."""
 
 import csv
 import json
@@ -7,9 +8,10 @@ import signal
 
 import pytest
 import torch
+from lightning.pytorch.callbacks import Callback
 
 import seqrec.fit
-from seqrec.callbacks.signals import Interrupted, stop_on_signals
+from seqrec.callbacks.signals import Interrupted, SignalCheckpoint, stop_on_signals
 from seqrec.fit import main
 from tests.reliability.faulty import FaultAt
 from tests.test_fit import tiny
@@ -92,3 +94,63 @@ def test_last_checkpoint_follows_every_validation_even_without_an_improvement(ml
     assert sorted(p.name for p in checkpoints.iterdir()) == sorted([best.name, "last.ckpt"])
     assert torch.load(best, weights_only=False)["global_step"] == best_step
     assert torch.load(checkpoints / "last.ckpt", weights_only=False)["global_step"] == last_step
+
+
+class BatchClock(Callback):
+    """The sitting's clock for ``SignalCheckpoint._now``: 0 when training starts, one second per training batch."""
+
+    now = 0.0
+
+    def on_train_start(self, trainer, pl_module):
+        BatchClock.now = 0.0  # runs before SignalCheckpoint's on_train_start (Checkpoint callbacks come last)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        BatchClock.now += 1.0
+
+
+def validation_steps(run) -> list[int]:
+    with open(run / "metrics.csv", newline="") as handle:
+        return [int(row["step"]) for row in csv.DictReader(handle) if row.get("val/ndcg@10")]
+
+
+def test_the_sitting_time_ends_a_sitting_at_an_exact_resume_point(ml100k_root, tmp_path, monkeypatch, capsys):
+    """--sitting_time stops where a signal would (after the validation that follows the batch, else after the batch),
+    tests the best so far, exits 75; the sittings together equal one uninterrupted run, validations included.
+    (Lightning's trainer.max_time validates once more at its stop and shifts the resumed cadence.)"""
+    build = seqrec.fit.build
+
+    def build_with_clock(*args, **kwargs):
+        run = build(*args, **kwargs)
+        run.trainer.callbacks.append(BatchClock())
+        return run
+
+    monkeypatch.setattr(seqrec.fit, "build", build_with_clock)
+    monkeypatch.setattr(SignalCheckpoint, "_now", staticmethod(lambda: BatchClock.now))
+    every_5 = ("--trainer.max_epochs", "3", "--trainer.check_val_every_n_epoch", "null", "--trainer.val_check_interval", "5")
+    whole = main(tiny(ml100k_root, tmp_path / "whole", *every_5))  # 8 batches an epoch, 24 in all
+    args = tiny(ml100k_root, tmp_path / "split", *every_5)
+    run = tmp_path / "split" / "sasrec_ml100k" / "version_0"
+    for limit, resume, step, epoch in (("00:00:00:05", [], 5, 0), ("00:00:00:06", ["--ckpt_path", "last"], 11, 1)):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            main(args + ["--sitting_time", limit, *resume])
+        [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("stopped by")]
+        assert exit_info.value.code == 75
+        assert line.startswith(f"stopped by the sitting's time limit at epoch {epoch}, step {step}: checkpoint")
+        assert line.endswith(f"resume with the same command and --ckpt_path {run}")
+        assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == step
+        assert json.loads((run / "fit_summary.json").read_text())["status"] == "sitting_time_limit"
+        assert json.loads((run / "test_metrics.json").read_text())["test/ndcg@10"] > 0  # the best so far, tested
+    assert validation_steps(run) == [4, 9]  # step 5 is followed by a validation: it ran before the stop, once
+    resumed = main(args + ["--ckpt_path", "last"])
+    assert resumed == whole
+    assert validation_steps(run) == validation_steps(tmp_path / "whole" / "sasrec_ml100k" / "version_0") == [4, 9, 14, 19]
+
+
+@pytest.mark.parametrize("value", ["2h", "00:00:00:00", "00:01:00"])
+def test_a_sitting_time_that_is_not_a_duration_is_one_line(ml100k_root, tmp_path, capsys, value):
+    with pytest.raises(SystemExit) as exit_info:
+        main(tiny(ml100k_root, tmp_path, "--sitting_time", value))
+    assert exit_info.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: --sitting_time {value!r}: must be")
