@@ -132,7 +132,7 @@ class SignalCheckpoint(Checkpoint):
 
     # --- handlers ---------------------------------------------------------------------------------
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.signum is not None:  # second signal: leave now; the last complete checkpoint stays
+        if self.signum not in (None, TIME_UP):  # second signal: leave now; the last complete checkpoint stays
             print(f"\n{signal.Signals(signum).name} again: exiting without a new checkpoint", file=sys.stderr, flush=True)
             os._exit(128 + signum)
         self.signum = signum
