@@ -78,16 +78,15 @@ def config_differences(run_dir: Path, config: Namespace) -> list[str]:
     return [f"{flag_name(k)}: {old.get(k)!r} in the run, {new.get(k)!r} now" for k in keys]
 
 
-def newest_last_checkpoint(base: Path) -> Path | None:
-    """The ``last.ckpt`` that ``--ckpt_path last`` resumes: the newest by file time among ``base``'s runs."""
-    found = sorted(base.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
-    return found[-1] if found else None
+def last_checkpoints(base: Path) -> list[Path]:
+    """``base``'s runs' ``last.ckpt`` files, newest first (by file time): ``--ckpt_path last`` resumes the first."""
+    return sorted(base.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
 
 
 def resolve_last_checkpoint(trainer_cfg: Namespace) -> str | None:
     """``last.ckpt`` of the newest run of this experiment (by that file's time), or None when there is none."""
-    last = newest_last_checkpoint(run_base(trainer_cfg))
-    return str(last) if last is not None else None
+    found = last_checkpoints(run_base(trainer_cfg))
+    return str(found[0]) if found else None
 
 
 def _run_of(checkpoint: Path, base: Path) -> Path | None:
@@ -100,9 +99,8 @@ def _run_of(checkpoint: Path, base: Path) -> Path | None:
 
 def _pick_hint(base: Path, config: Namespace) -> str:
     """The runs of ``base`` that have a last.ckpt, each with whether its config matches, and how to pick one."""
-    runs = sorted(base.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
     described = []
-    for path in runs[:8]:
+    for path in last_checkpoints(base)[:8]:
         run_dir = path.parent.parent
         diff = config_differences(run_dir, config)
         described.append(f"{run_dir.name} ({'same config' if not diff else 'differs in ' + ', '.join(d.split(':')[0] for d in diff[:3])})")
