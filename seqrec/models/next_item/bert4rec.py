@@ -23,6 +23,8 @@ query's state is the mask's, as the reference's evaluation datasets build ``seq 
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor, nn
 
@@ -79,6 +81,9 @@ class BERT4Rec(SequenceRecommender):
         dropout: on the embedding and after each sublayer (``bert_dropout``).
         attention_dropout: on the attention probabilities (``bert_attn_dropout``).
         layer_norm_eps: ε added to the standard deviation in every LayerNorm (1e-6).
+        embedding_init: "normal" (the reference: the item and position tables keep ``nn.Embedding``'s N(0, 1)) or
+            "truncated_normal" (N(0, 0.02²) truncated at ±0.04 like every other weight, as the original TensorFlow
+            BERT4Rec and LRURec's own model initialise their tables; with the tied output it trains much faster).
     """
 
     causal = False  # every position attends to every real position, later ones included
@@ -95,8 +100,12 @@ class BERT4Rec(SequenceRecommender):
         dropout: float = 0.2,
         attention_dropout: float = 0.2,
         layer_norm_eps: float = 1e-6,
+        embedding_init: Literal["normal", "truncated_normal"] = "normal",
     ) -> None:
         super().__init__()
+        if embedding_init not in ("normal", "truncated_normal"):
+            raise ValueError(f"embedding_init must be 'normal' or 'truncated_normal', got {embedding_init!r}")
+        self.embedding_init = embedding_init
         if num_items < 1:
             raise ValueError(f"num_items must be >= 1, got {num_items}")
         if max_len < 2:
@@ -119,12 +128,18 @@ class BERT4Rec(SequenceRecommender):
     def reset_parameters(self) -> None:
         """The reference's init: N(0, 0.02²) truncated at ±0.04 for every parameter of the encoder and the head
         (biases and the output bias included) except LayerNorms; the embedding tables keep ``nn.Embedding``'s
-        N(0, 1) (the reference initialises only its ``BERTModel``, not its ``BERTEmbedding``); padding row 0."""
+        N(0, 1) (the reference initialises only its ``BERTModel``, not its ``BERTEmbedding``) unless
+        ``embedding_init`` is "truncated_normal"; padding row 0."""
         for module in (self.blocks, self.head):
             for name, param in module.named_parameters():
                 if "layer_norm" not in name:
                     truncated_normal_(param)
         truncated_normal_(self.output_bias)
+        if self.embedding_init == "truncated_normal":
+            truncated_normal_(self.item_embedding.weight)
+            truncated_normal_(self.position_embedding.weight)
+            with torch.no_grad():
+                self.item_embedding.weight[0].zero_()
 
     def item_embeddings(self) -> Tensor:
         """(N + 1, d) tied item table: padding and items 1..N, without the ``[mask]`` row."""

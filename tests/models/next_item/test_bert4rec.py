@@ -76,6 +76,9 @@ def test_initialisation_as_the_reference():
             continue
         assert float(param.abs().max()) <= 0.04 and float(param.std()) > 0.005, name  # truncated N(0, 0.02²)
     assert torch.equal(model.blocks[0].attention_layer_norm.weight, torch.ones(64))
+    small = BERT4Rec(num_items=500, max_len=50, d_model=64, embedding_init="truncated_normal")  # the TF code's tables
+    assert float(small.item_embedding.weight.abs().max()) <= 0.04 and float(small.item_embedding.weight[0].abs().sum()) == 0
+    assert float(small.position_embedding.weight.abs().max()) <= 0.04
 
 
 @pytest.mark.parametrize("backend", ["fvcore", "flop_counter"])
@@ -103,6 +106,7 @@ def test_bad_sizes_are_refused():
 def test_parity_with_the_reference_on_real_ml1m(shared_data, tmp_path):
     """Same weights in the reference and in ours: logits, the masked-batch loss and every test user's rank agree."""
     figures = parity_figures(reference_dir(), shared_data, tmp_path, users=6040)
+    print("BERT4Rec parity:", figures)  # quoted in the closing notes (pytest -s)
     assert figures["max_abs_logit_diff"] < 1e-4
     assert figures["loss_diff_same_softmax"] < 1e-5
     # the reference's own loss also has the padding and [mask] columns in its softmax; ours leaves them out
