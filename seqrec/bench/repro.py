@@ -86,10 +86,11 @@ class Dataset:
     val_every: int
     eval_candidates: int | None = None  # None: the full catalogue; else sampled negatives + the target
     train_candidates: int | None = None  # None: full softmax; else the target + sampled negatives
+    train_examples: int | None = None  # training windows per epoch (§1.3), where counted; else about one per user
 
 
 DATASETS = {
-    "ml1m": Dataset(6_040, 3_416, 999_611, 200, 128, 500),
+    "ml1m": Dataset(6_040, 3_416, 999_611, 200, 128, 500, train_examples=7_077),
     "beauty": Dataset(52_204, 57_289, 394_908, 50, 128, 1000),
     "video": Dataset(31_013, 23_715, 287_107, 50, 128, 1000),
     "sports": Dataset(83_970, 83_728, 596_187, 50, 128, 1000),
@@ -106,6 +107,8 @@ D_MODEL, LAYERS = 64, 2
 ASSUMED_VALIDATIONS = 40
 ASSUMED_VALIDATIONS_OF = {"bert4rec": 110}
 MASK_PROB = 0.2  # model/bert4rec.yaml's mask_prob
+MAX_EPOCHS = 500  # the protocol's cap (protocol/lrurec.yaml): on ML-1M 500 × 56 batches = 28,000 steps, which a
+# BERT4Rec run reaches before the 110 assumed intervals (55,000 steps)
 CALIBRATION = ("lru_ml1m", 13_500, 7173.1)  # its last sitting, quiet 2-core CPU: steps 6,500 -> 20,000 in 7,173.1 s
 H200_MACS_PER_S = 10e12  # assumed effective rate of these d=64 products on one H200 (a few % of its peak)
 H200_STEP_FLOOR_S = 0.02  # assumed kernel-launch floor of one training step (2 blocks, forward + backward)
@@ -159,13 +162,18 @@ def cpu_macs_per_s() -> float:
     return step_macs(config) * steps / seconds
 
 
+def max_steps(data: Dataset) -> int:
+    """The protocol's step cap: ``MAX_EPOCHS`` epochs of ⌈training examples / batch⌉ steps."""
+    return MAX_EPOCHS * math.ceil((data.train_examples or data.users) / data.batch)
+
+
 def estimate_seconds(config: str, device: str) -> float:
     """Estimated seconds of one converged run: ``ASSUMED_VALIDATIONS`` × the validation interval steps, that
     many + 1 validations and one test; ``device`` "cpu" (the calibrated rate) or "h200" (the assumed one)."""
     data = DATASETS[dataset_of(config)]
     validations = ASSUMED_VALIDATIONS_OF.get(model_of(config), ASSUMED_VALIDATIONS)
-    steps = validations * data.val_every
-    passes = validations + 2
+    steps = min(validations * data.val_every, max_steps(data))
+    passes = steps // data.val_every + 2
     if device == "cpu":
         return (steps * step_macs(config) + passes * eval_macs(config)) / cpu_macs_per_s()
     step = max(H200_STEP_FLOOR_S, step_macs(config) / H200_MACS_PER_S)
@@ -189,7 +197,8 @@ def assumptions() -> list[str]:
         f"here: its best validation the 30th, then early stopping's 10; the other cells are assumed alike) plus "
         f"{ASSUMED_VALIDATIONS + 1} validations and a test, each pass over every user; BERT4Rec "
         f"{ASSUMED_VALIDATIONS_OF['bert4rec']} intervals (its cloze task labels {MASK_PROB:.0%} of the positions, so "
-        "about 1/0.2 as many steps as SASRec's best at step 9,500 on ML-1M; BERT4Rec is known to need long training).",
+        "about 1/0.2 as many steps as SASRec's best at step 9,500 on ML-1M; BERT4Rec is known to need long training), "
+        f"capped by the protocol's {MAX_EPOCHS} epochs (ML-1M: 28,000 steps).",
         "Work per step: 3 × (batch × max_len tokens × the encoder's MACs per token (PROTOCOLS.md §7.1, d 64, 2 blocks) "
         "+ labelled positions × scored items × d), labelled positions = batch × min(max_len, mean length − 2) from "
         "Table 2; scored items = the catalogue (full softmax), or 101 for XLong (the paper's sampled loss, "
