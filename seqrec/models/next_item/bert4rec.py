@@ -69,6 +69,12 @@ class BERT4RecBlock(nn.Module):
         x = self.attention_layer_norm(x + self.dropout(self.attention(x, x, allowed)))
         return self.ffn_layer_norm(x + self.dropout(self.ffn(x)))
 
+    def forward_last(self, x: Tensor, allowed: Tensor) -> Tensor:
+        """The block's output at the newest position only: x (B, L, d), allowed (B, 1, 1, L) -> (B, 1, d)."""
+        last = x[:, -1:]  # (B, 1, d): one query over all L keys
+        last = self.attention_layer_norm(last + self.dropout(self.attention(last, x, allowed)))
+        return self.ffn_layer_norm(last + self.dropout(self.ffn(last)))
+
 
 class BERT4Rec(SequenceRecommender):
     """BERT4Rec as the PyTorch reference computes it (module docstring); PROTOCOLS.md §1.11.
@@ -159,8 +165,8 @@ class BERT4Rec(SequenceRecommender):
         offsets = torch.arange(-(items.shape[1] - 1), 1, device=items.device)  # (L,): -(L-1) .. 0
         return (real.sum(dim=1, keepdim=True) + offsets) * real
 
-    def forward(self, items: Tensor) -> Tensor:
-        """items (B, L) left-padded ids, ``[mask]`` allowed -> hidden (B, L, d) = GELU(W_h x + b_h)."""
+    def embed(self, items: Tensor) -> tuple[Tensor, Tensor]:
+        """(x (B, L, d) = Dropout(LN(E[items] + P[positions])), allowed (B, 1, L, L)) of items (B, L)."""
         length = items.shape[1]
         if length > self.max_len:
             raise ValueError(f"sequence length {length} exceeds max_len={self.max_len} of the position table")
@@ -170,6 +176,11 @@ class BERT4Rec(SequenceRecommender):
         eye = torch.eye(length, dtype=torch.bool, device=items.device)
         # every query sees every real key; a padded query also sees itself (finite, never read by a real position)
         allowed = (real[:, None, :] | eye).unsqueeze(1)  # (B, 1, L, L)
+        return x, allowed
+
+    def forward(self, items: Tensor) -> Tensor:
+        """items (B, L) left-padded ids, ``[mask]`` allowed -> hidden (B, L, d) = GELU(W_h x + b_h)."""
+        x, allowed = self.embed(items)
         for block in self.blocks:
             x = block(x, allowed)
         return self.head_activation(self.head(x))  # (B, L, d)
@@ -180,8 +191,13 @@ class BERT4Rec(SequenceRecommender):
         return torch.cat([items, mask], dim=1)[:, -self.max_len:]
 
     def last_hidden(self, items: Tensor) -> Tensor:
-        """The query state: the hidden state of ``[mask]`` appended after the history items (B, L) -> (B, d)."""
-        return self(self.with_mask(items))[:, -1]
+        """The query state: the hidden state of ``[mask]`` appended after the history items (B, L) -> (B, d), i.e.
+        ``forward(with_mask(items))[:, -1]``, with the last block and the output transform run for that position only."""
+        x, allowed = self.embed(self.with_mask(items))
+        for block in self.blocks[:-1]:
+            x = block(x, allowed)
+        x = self.blocks[-1].forward_last(x, allowed[:, :, -1:])  # (B, 1, d)
+        return self.head_activation(self.head(x[:, 0]))  # (B, d)
 
     def macs_per_sequence(self, seq_len: int) -> int:
         """MACs of ``forward`` on one sequence of L tokens: blocks·(4Ld² + 2L²d + 2Ldf) + Ld² (the output transform).
