@@ -107,6 +107,10 @@ D_MODEL, LAYERS = 64, 2
 ASSUMED_VALIDATIONS = 40
 ASSUMED_VALIDATIONS_OF = {"bert4rec": 110}
 MASK_PROB = 0.2  # model/bert4rec.yaml's mask_prob
+# CPU time per MAC of a model's training step relative to LRURec's and SASRec's: BERT4Rec's step (its cloze loss
+# scores a fifth of the positions, so fewer MACs) took 1.06× SASRec's time for 0.81× its MACs, side by side
+# (`python -m seqrec bench speed --threads 1 --parts matmul,train --models SASRec,BERT4Rec`, load 3.6: not quiet)
+CPU_SLOWDOWN = {"bert4rec": 1.31}
 MAX_EPOCHS = 500  # the protocol's cap (protocol/lrurec.yaml): on ML-1M 500 × 56 batches = 28,000 steps, which a
 # BERT4Rec run reaches before the 110 assumed intervals (55,000 steps)
 CALIBRATION = ("lru_ml1m", 13_500, 7173.1)  # its last sitting, quiet 2-core CPU: steps 6,500 -> 20,000 in 7,173.1 s
@@ -175,7 +179,8 @@ def estimate_seconds(config: str, device: str) -> float:
     steps = min(validations * data.val_every, max_steps(data))
     passes = steps // data.val_every + 2
     if device == "cpu":
-        return (steps * step_macs(config) + passes * eval_macs(config)) / cpu_macs_per_s()
+        slowdown = CPU_SLOWDOWN.get(model_of(config), 1.0)
+        return (steps * step_macs(config) * slowdown + passes * eval_macs(config)) / cpu_macs_per_s()
     step = max(H200_STEP_FLOOR_S, step_macs(config) / H200_MACS_PER_S)
     batches = math.ceil(data.users / H200_EVAL_BATCH)
     evaluation = max(batches * H200_EVAL_BATCH_FLOOR_S, eval_macs(config) / H200_MACS_PER_S)
@@ -198,7 +203,8 @@ def assumptions() -> list[str]:
         f"{ASSUMED_VALIDATIONS + 1} validations and a test, each pass over every user; BERT4Rec "
         f"{ASSUMED_VALIDATIONS_OF['bert4rec']} intervals (its cloze task labels {MASK_PROB:.0%} of the positions, so "
         "about 1/0.2 as many steps as SASRec's best at step 9,500 on ML-1M; BERT4Rec is known to need long training), "
-        f"capped by the protocol's {MAX_EPOCHS} epochs (ML-1M: 28,000 steps).",
+        f"capped by the protocol's {MAX_EPOCHS} epochs (ML-1M: 28,000 steps); on the CPU its steps' MACs count "
+        f"{CPU_SLOWDOWN['bert4rec']}× (measured beside SASRec's).",
         "Work per step: 3 × (batch × max_len tokens × the encoder's MACs per token (PROTOCOLS.md §7.1, d 64, 2 blocks) "
         "+ labelled positions × scored items × d), labelled positions = batch × min(max_len, mean length − 2) from "
         "Table 2; scored items = the catalogue (full softmax), or 101 for XLong (the paper's sampled loss, "
