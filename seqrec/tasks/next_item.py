@@ -75,9 +75,11 @@ class NextItemTask(RecommendationTask):
                 "the model is not causal (each position sees later items) but the batch has labels before the "
                 "last position, which later inputs would reveal: use data.train_mode: prefix, or causal: true"
             )
-        hidden = self.model(items)  # (B, L, d)
         labelled = labels > 0  # (B, L)
-        h = hidden[labelled]  # (P, d)
+        if bool(labelled[:, :-1].any()):
+            h = self.model(items)[labelled]  # (P, d) from hidden (B, L, d)
+        else:  # one label per row, at the newest position (prefix training): only that position is computed
+            h = self.model.query_hidden(items)[labelled[:, -1]]  # (P, d)
         y = labels[labelled]  # (P,)
         if self.loss_kind == "ce" and self.ce_chunk_rows is not None:
             loss = fused_cross_entropy(h, self.model.item_embeddings(), self.model.item_bias(), y,
