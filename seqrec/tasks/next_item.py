@@ -31,6 +31,8 @@ class NextItemTask(RecommendationTask):
     ``num_negatives`` uniform negatives per position (redrawn where one equals the positive).
     Loss "sampled_ce": softmax over the target and ``num_negatives`` items drawn uniformly from 1..N per labelled
     position (LRURec's XLong loss, ``sampled_cross_entropy``; fused in chunks of ``ce_chunk_rows`` like "ce").
+    A batch whose only labels sit at the newest position (``train_mode: prefix``) is encoded with
+    ``query_hidden`` (that position alone; the same value as ``forward(items)[:, -1]``), not ``forward``.
     Evaluation: the target's rank among the full catalogue (history masked when ``mask_history``) or
     among the batch's frozen ``candidates``; metrics are sums and counts (exact under DDP).
 
