@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqrec.models.base import SequenceRecommender
+from seqrec.models.base import SequenceRecommender, require_positive
 from seqrec.models.layers import Dropout, FeedForward, fft_macs
 
 LAYER_NORM_EPS = 1e-12  # the reference's LayerNorm(eps=1e-12) everywhere
@@ -96,10 +96,7 @@ class FMLPRec(SequenceRecommender):
         initializer_range: float = 0.02,
     ) -> None:
         super().__init__()
-        if num_items < 1:
-            raise ValueError(f"num_items must be >= 1, got {num_items}")
-        if max_len < 1:
-            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        require_positive(num_items=num_items, max_len=max_len)
         self.num_items, self.max_len, self.d_model, self.num_layers = num_items, max_len, d_model, num_layers
         self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
         self.position_embedding = nn.Embedding(max_len, d_model)

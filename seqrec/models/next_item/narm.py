@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqrec.models.base import SequenceRecommender, truncated_normal_
+from seqrec.models.base import SequenceRecommender, require_positive, truncated_normal_
 from seqrec.models.layers import Dropout
 from seqrec.models.next_item.gru4rec import rotate_rows
 
@@ -69,8 +69,7 @@ class NARM(SequenceRecommender):
         normalize: bool = True,
     ) -> None:
         super().__init__()
-        if num_items < 1:
-            raise ValueError(f"num_items must be >= 1, got {num_items}")
+        require_positive(num_items=num_items)
         if gate not in GATES:
             raise ValueError(f"gate must be one of {sorted(GATES)}, got {gate!r}")
         hidden = hidden_size or 2 * d_model  # the reference: 2 × the embedding width
