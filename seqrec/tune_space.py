@@ -147,7 +147,7 @@ def read_space(path: str | Path) -> Space:
         document = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
         raise ValueError(f"--space {path}: not valid YAML ({getattr(error, 'problem', error)})") from None
-    return space_from_dict(document, str(path))
+    return space_from_dict(document, f"--space {path}")
 
 
 def space_from_dict(document: Any, where: str = "the space") -> Space:
