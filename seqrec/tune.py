@@ -101,8 +101,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                              "tested while searching; an interrupted trial resumes by itself)")
     for name in ("trials", "seeds", "top", "heartbeat_interval", "pruner_startup_trials"):
         value = getattr(args, name)
-        if value is not None and value < (0 if name == "pruner_startup_trials" else 1):
-            raise ValueError(f"--{name} {value}: must be a positive integer")
+        least = 0 if name == "pruner_startup_trials" else 1
+        if value is not None and value < least:
+            raise ValueError(f"--{name} {value}: must be an integer >= {least}")
     if args.summary is None and not args.study:
         raise ValueError("--study NAME is required (or --summary NAME to see a study)")
     return args, rest
@@ -377,9 +378,9 @@ def queue_again(study: Any, number: int | None, stop: BaseException) -> None:
     if trial is None or trial.state != optuna.trial.TrialState.FAIL:
         return
     optuna.storages.RetryHeartbeatStaleTrialCallback(MAX_RETRY, inherit_intermediate_values=True)(study, trial)
-    if isinstance(stop, Interrupted):
-        stop.args = (f"{stop}; trial {number} is queued again and resumes from its last.ckpt: rerun the same "
-                     "tune command to continue the study",)
+    if isinstance(stop, Interrupted):  # fit's advice (--ckpt_path) is tune's to follow, not the user's
+        stop.args = (f"{str(stop).split('; resume with')[0]}; trial {number} is queued again and resumes from its "
+                     "last.ckpt: rerun the same tune command to continue the study",)
 
 
 @dataclass
@@ -428,17 +429,17 @@ class TrialRun:
             trial.set_user_attr("test", _read_json(run_dir / "test_metrics.json"))
         if pruning is not None and pruning.pruned_at is not None:
             write_json(run_dir / "fit_summary.json", {**summary, "status": "pruned", "pruned_at": pruning.pruned_at})
-            raise optuna.TrialPruned(f"pruned after the validation at {'step' if _steps(exp) else 'epoch'} "
-                                     f"{pruning.pruned_at}")
+            raise optuna.TrialPruned(f"pruned after the validation at {curve_unit(exp)} {pruning.pruned_at}")
         if summary.get("best_score") is None:
             raise ValueError(f"trial {trial.number} logged no {exp.monitor} (its budget ended before the first "
                              "validation): raise --trainer.max_epochs or --trainer.max_steps")
         return float(summary["best_score"])
 
 
-def _steps(exp: Experiment) -> bool:
-    """True when the experiment validates every n steps (its curve's position is the global step)."""
-    return exp.config is not None and exp.config.trainer.get("check_val_every_n_epoch") is None
+def curve_unit(exp: Experiment) -> str:
+    """Where the validation curve's points lie: "global step" (validation every n steps) or "epoch"."""
+    steps = exp.config is not None and exp.config.trainer.get("check_val_every_n_epoch") is None
+    return "global step" if steps else "epoch"
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -541,7 +542,8 @@ def _open_study(optuna: Any, storage: Any, lock: StudyLock, exp: Experiment, spa
             study = optuna.create_study(storage=storage, study_name=args.study, direction=exp.direction,
                                         sampler=_sampler(optuna, space), pruner=pruner)
             study.set_user_attr(ATTRS, {"configs": exp.configs, "overrides": exp.overrides, "space": space.as_dict(),
-                                        "trials": budget, "monitor": exp.monitor, "identity": exp.identity()})
+                                        "trials": budget, "monitor": exp.monitor, "curve": curve_unit(exp),
+                                        "identity": exp.identity()})
     return study, space, budget
 
 
@@ -568,7 +570,7 @@ def report_study(study: Any, exp: Experiment) -> dict[str, Any]:
     from optuna.trial import TrialState
 
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    table, plots = write_summary(study, exp.folder, exp.monitor)
+    table, plots = write_summary(study, exp.folder, exp.monitor, curve_unit(exp))
     print(table)
     if not complete:
         raise RuntimeError(f"study {study.study_name}: no trial completed (see the table above), so there is no best config")
@@ -689,10 +691,10 @@ PLOTS = {  # file -> optuna.visualization.matplotlib function (matplotlib, not p
 }
 
 
-def write_summary(study: Any, folder: Path, monitor: str) -> tuple[str, list[Path]]:
+def write_summary(study: Any, folder: Path, monitor: str, unit: str) -> tuple[str, list[Path]]:
     """``trials.md`` (the table, with links to the plots) and the plots beside it; returns (table, plot paths)."""
     table = trials_table(study, monitor)
-    plots, notes = write_plots(study, folder, monitor)
+    plots, notes = write_plots(study, folder, monitor, unit)
     links = "\n".join(f"![{p.stem}]({p.name})" for p in plots)
     text = (f"# Study {study.study_name} ({study.direction.name.lower()} {monitor})\n\n{table}\n\n"
             + (f"{links}\n" if links else "") + "".join(f"\n{n}\n" for n in notes))
@@ -701,7 +703,7 @@ def write_summary(study: Any, folder: Path, monitor: str) -> tuple[str, list[Pat
     return table, plots
 
 
-def write_plots(study: Any, folder: Path, monitor: str) -> tuple[list[Path], list[str]]:
+def write_plots(study: Any, folder: Path, monitor: str, unit: str) -> tuple[list[Path], list[str]]:
     """The optimisation history, parameter importances (PED-ANOVA), parallel coordinates and validation curves.
 
     Importances use PED-ANOVA (numpy only) rather than Optuna's default fANOVA, which needs scikit-learn.
@@ -732,7 +734,11 @@ def write_plots(study: Any, folder: Path, monitor: str) -> tuple[list[Path], lis
         except (ValueError, RuntimeError, ZeroDivisionError) as error:
             notes.append(f"({name} left out: {' '.join(str(error).split())[:200]})")
             continue
-        figure = (axes.flat[0] if hasattr(axes, "flat") else axes).figure
+        axis = axes.flat[0] if hasattr(axes, "flat") else axes
+        if function == "plot_intermediate_values":
+            axis.set_xlabel(unit)
+            axis.set_ylabel(monitor)
+        figure = axis.figure
         atomic_write(folder / name, lambda tmp, fig=figure: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
         plt.close(figure)
         written.append(folder / name)
@@ -752,8 +758,8 @@ def summary_command(args: argparse.Namespace) -> dict[str, Any]:
         study = optuna.load_study(study_name=args.summary, storage=storage)
     except KeyError:
         raise ValueError(f"no study {args.summary!r} in {shown(url)}") from None
-    monitor = study.user_attrs.get(ATTRS, {}).get("monitor", "value")
-    table, plots = write_summary(study, folder, monitor)
+    stored = study.user_attrs.get(ATTRS, {})
+    table, plots = write_summary(study, folder, stored.get("monitor", "value"), stored.get("curve", "step"))
     print(table)
     for path in [folder / "trials.md", *plots]:
         print(path)

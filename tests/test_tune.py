@@ -103,10 +103,18 @@ def test_a_grid_study_end_to_end(ml100k_root, tmp_path, monkeypatch, capsys):
     assert json.loads((refit / "fit_summary.json").read_text())["best_score"] == best.value
     assert "test/ndcg@10" in tested
 
-    # --summary reprints the table; --seeds 2 reruns the best trial on seeds 42 and 43, tests included
+    # --summary reprints the table; the study refuses another space; --seeds 2 reruns the best trial on seeds 42
+    # and 43, tests included
     capsys.readouterr()
     main(["--summary", "grid", "--runs_dir", str(runs)])
     assert table.splitlines()[2] in capsys.readouterr().out
+    other = write_space(tmp_path / "other.yaml", {"grid": {"model.lr": [0.01]}})
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--config", "sasrec_ml100k", "--space", str(other), "--study", "grid", "--runs_dir", str(runs),
+              *tiny(ml100k_root, "--trainer.max_epochs", "3")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: study 'grid' searched another experiment (space: " in err and "{'model.lr': [0.01]}} now" in err
     seeds = main(["--study", "grid", "--runs_dir", str(runs), "--seeds", "2"])["seeds"]
     assert seeds[best.number]["seeds"] == [42, 43]
     assert seeds[best.number]["value"][0] == best.value  # seed 42 is the trial's own seed
