@@ -252,7 +252,7 @@ class StudyLock:
     """A lock held across workers while one counts the study's trials and starts one (so the budget is exact).
 
     SQLite: an ``fcntl`` lock on ``<db>.lock`` beside the file (its workers share a machine); PostgreSQL: a
-    session advisory lock; MySQL: ``GET_LOCK``. Other databases go without (log line): two workers finishing at
+    session advisory lock. Other databases (MySQL, ...) go without (a log line says so): two workers finishing at
     the same moment may then start one trial more than the budget. ``release()`` may come early (the trial
     releases it as soon as it exists) and is idempotent.
     """
@@ -262,7 +262,7 @@ class StudyLock:
         self.held = False
         self._file: Any = None
         self._connection: Any = None
-        if url.startswith(("postgresql", "mysql")):
+        if url.startswith("postgresql"):
             import sqlalchemy
 
             self._connection = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool).connect()
@@ -280,11 +280,9 @@ class StudyLock:
             if database and database != ":memory:":
                 self._file = open(database + ".lock", "a+")  # noqa: SIM115 (held until release)
                 fcntl.flock(self._file, fcntl.LOCK_EX)
-        elif self.url.startswith("postgresql"):
+        elif self._connection is not None:
             self._connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": self.key})
             self._connection.commit()
-        elif self.url.startswith("mysql"):
-            self._connection.execute(text("SELECT GET_LOCK(:key, -1)"), {"key": f"seqrec.tune.{self.key}"})
         self.held = True
 
     def release(self) -> None:
@@ -297,11 +295,9 @@ class StudyLock:
         if self._file is not None:
             self._file.close()  # closing the file releases its flock
             self._file = None
-        elif self.url.startswith("postgresql"):
+        elif self._connection is not None:
             self._connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": self.key})
             self._connection.commit()
-        elif self.url.startswith("mysql"):
-            self._connection.execute(text("SELECT RELEASE_LOCK(:key)"), {"key": f"seqrec.tune.{self.key}"})
 
     @contextlib.contextmanager
     def held_for(self) -> Iterator[StudyLock]:
