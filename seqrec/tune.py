@@ -582,22 +582,24 @@ EXCLUDED_FROM_BEST = ("config", COMPOSE_KEY, "ckpt_path", "test", "trainer.logge
 
 
 def best_config_tree(exp: Experiment, params: dict[str, Any]) -> dict[str, Any]:
-    """What the trial's config adds to the experiment's files: every key where they differ, as nested YAML keys.
+    """What the trial's config adds to the experiment's files, as nested YAML keys: every key where they differ,
+    and every searched key (also where its value is the experiment's: the file says what was chosen).
 
     Found by resolving both (so ``model.lr`` and ``model.init_args.lr`` land on the same key); a list that
     differs is written whole.
     """
     base = quiet_parse([a for c in exp.configs for a in ("--config", c)]).as_dict()
     full = quiet_parse(exp.base_args + param_args(params)).as_dict()
+    searched = {segments(key) for key in params}
     tree: dict[str, Any] = {}
 
     def walk(before: Any, after: Any, path: tuple[str, ...]) -> None:
         if ".".join(path) in EXCLUDED_FROM_BEST:
             return
-        if isinstance(after, dict) and isinstance(before, dict):
+        if isinstance(after, dict) and isinstance(before, dict) and segments(".".join(path)) not in searched:
             for key, value in after.items():
                 walk(before.get(key, _MISSING), value, path + (key,))
-        elif after != before:
+        elif after != before or segments(".".join(path)) in searched:
             node = tree
             for key in path[:-1]:
                 node = node.setdefault(key, {})
@@ -634,6 +636,7 @@ def write_best_config(exp: Experiment, best: Any, complete: int) -> Path:
     tree = best_config_tree(exp, best.params)
     header = (f"# Study {exp.study}: trial {best.number}, the best of {complete} complete trials, {exp.monitor} = "
               f"{best.value:.6g} ({exp.direction}; run {exp.folder / 'trials' / best.user_attrs.get('run_name', '')}).\n"
+              f"# Its values: {', '.join(f'{k}={v}' for k, v in best.params.items())}.\n"
               f"# Written by python -m seqrec tune; refit, then test: python -m seqrec fit --config {path}\n")
     compose = f"{COMPOSE_KEY}: [{', '.join(compose_entry(c, exp.folder) for c in exp.configs)}]\n"
     body = yaml.safe_dump(tree, sort_keys=False, default_flow_style=None) if tree else ""
@@ -825,7 +828,7 @@ def report_seeds(study: Any, exp: Experiment, top: list[Any], seeds: list[int]) 
         rows.append("| " + " | ".join([str(trial.number), ", ".join(f"{k}={_cell(v)}" for k, v in trial.params.items()),
                                        str(len(runs)), mean_std(values),
                                        *(mean_std(tests[m]) if tests[m] else "" for m in metrics)]) + " |")
-    header = "| trial | values | seeds | " + " | ".join([exp.monitor, *metrics]) + " |"
+    header = "| trial | params | seeds | " + " | ".join([exp.monitor, *metrics]) + " |"
     table = "\n".join([header, "|" + "---|" * (4 + len(metrics)), *rows])
     write_text(exp.folder / "seeds.md", f"# Study {exp.study}: the best trials on seeds {seeds} "
                f"(mean ± sample std; validation selects, the test is read only here)\n\n{table}\n")
