@@ -6,6 +6,7 @@
     python -m seqrec serve RUN_DIR [--port 8000] [--store F | --redis URL]    serve a run over HTTP, one durable state per user
     python -m seqrec bench <pipeline|lru_speed|compress|speed|xlong|serve> ...  benchmarks (results/BENCHMARKS.md, ...)
     python -m seqrec repro --configs lru_ml1m ...                               paper reproductions in resumable sittings
+    python -m seqrec tune --config X.yaml --space S.yaml --trials N --study NAME  Optuna search (docs/TUNING.md)
     python -m seqrec summarize RUN_DIR                                          rebuild a run's report (PNG, summary.md)
     python -m seqrec lrd --config ...                                           long-range dependence of a dataset
 
@@ -23,6 +24,7 @@ COMMANDS = {
     "predict": "seqrec.predict",
     "serve": "seqrec.serve.cli",
     "repro": "seqrec.bench.repro",
+    "tune": "seqrec.tune",
     "summarize": "seqrec.tools.summarize",
     "lrd": "seqrec.tools.lrd",
 }

@@ -25,12 +25,13 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 from jsonargparse import Namespace
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 from seqrec.atomic import write_json
 from seqrec.build import build, parse
@@ -181,15 +182,17 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     return run_command(fit, argv)
 
 
-def fit(argv: list[str]) -> dict[str, float]:
+def fit(argv: list[str], callbacks: Sequence[Callback] = ()) -> dict[str, float]:
     """Parse, fit, test the best checkpoint, save the test metrics (errors propagate; ``main`` reports them).
 
     At ``--sitting_time``'s end the best checkpoint so far is tested (a partial result, ``fit_summary.json``
-    status ``sitting_time_limit``), then ``Interrupted`` (exit 75) says how to resume.
+    status ``sitting_time_limit``), then ``Interrupted`` (exit 75) says how to resume. ``callbacks`` join the
+    trainer's own (``seqrec.tune`` adds its pruning callback, which holds a live Optuna trial: not a config value).
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     with stop_on_signals():  # outside training a signal just stops (nothing to save)
         run = build(list(argv), adjust=resolve_resume)
+        run.trainer.callbacks.extend(callbacks)
         return _fit_run(run)
 
 

@@ -74,7 +74,8 @@ def test_chunked_topk_equals_a_full_sort_with_ties_exclusions_and_candidates(chu
 # --- a trained fixture run ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory) -> dict[str, Path]:
-    """Tiny SASRec and LRURec runs and a most-popular run (counts, no tie-break: many ties) on a MovieLens-100k fixture."""
+    """Tiny SASRec, LRURec, NARM and FMLP-Rec runs and a most-popular run (counts, no tie-break: many ties) on a
+    MovieLens-100k fixture."""
     root = write_ml100k(tmp_path_factory.mktemp("data") / "ml-100k")
     runs = tmp_path_factory.mktemp("runs")
     with pytest.MonkeyPatch.context() as patch:
@@ -82,12 +83,17 @@ def fitted(tmp_path_factory) -> dict[str, Path]:
         main(["fit", *tiny(root, runs / "sasrec", "--trainer.max_epochs", "2")])
         main(["fit", *tiny(root, runs / "lru", "--trainer.max_epochs", "2", "--model.init_args.model",
                            "seqrec.models.next_item.lru.LRURec", "--model.init_args.model.init_args.d_model", "16")])
+        main(["fit", *tiny(root, runs / "narm", "--trainer.max_epochs", "1", "--model.init_args.model",
+                           "seqrec.models.next_item.narm.NARM", "--model.init_args.model.init_args.d_model", "16")])
+        main(["fit", *tiny(root, runs / "fmlprec", "--trainer.max_epochs", "1", "--data.init_args.train_mode", "prefix",
+                           "--model.init_args.model", "seqrec.models.next_item.fmlprec.FMLPRec",
+                           "--model.init_args.model.init_args.d_model", "16")])
         main(["fit", "--config", "sasrec_ml100k.yaml", "--data.init_args.source.init_args.root", str(root),
               "--data.max_len", "10", "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity",
               "--model.init_args.model.init_args.tie_break", "false",
               "--trainer.max_epochs", "1", "--trainer.enable_progress_bar", "false", "--threads", "1",
               "--trainer.logger.init_args.save_dir", str(runs / "pop"), "--trainer.logger.init_args.loggers", "[csv]"])
-    return {name: runs / name / "sasrec_ml100k" / "version_0" for name in ("sasrec", "lru", "pop")}
+    return {name: runs / name / "sasrec_ml100k" / "version_0" for name in ("sasrec", "lru", "narm", "fmlprec", "pop")}
 
 
 def metrics_from_file(run_dir: Path, table: dict, k: int = 10) -> dict[str, float]:
@@ -100,7 +106,7 @@ def metrics_from_file(run_dir: Path, table: dict, k: int = 10) -> dict[str, floa
     return {f"test/hr@{k}": float(np.mean(ranks <= k)), f"test/ndcg@{k}": float(np.mean((ranks <= k) / np.log2(ranks + 1)))}
 
 
-@pytest.mark.parametrize("name", ["sasrec", "lru", "pop"])
+@pytest.mark.parametrize("name", ["sasrec", "lru", "narm", "fmlprec", "pop"])
 def test_predicted_top10_of_the_test_users_reproduces_the_test_metrics(fitted, tmp_path, name):
     out = tmp_path / "top10.parquet"
     summary = main(["predict", str(fitted[name]), "--users", "test", "--k", "10", "--out", str(out), "--threads", "1"])

@@ -3,9 +3,10 @@
 ``python -m seqrec repro [--configs lru_ml1m sasrec_ml1m ... | all] [--shared-data DIR] [--resume]
 [--max-time 00:02:00:00] [--hardware LABEL] [--out results/REPRODUCTION.md] [--report-only] [-- extra flags]``
 
-The cells are LRURec's benchmark: LRURec, SASRec and BERT4Rec on ML-1M, Beauty, Video, Sports, Steam (Table 3,
-full ranking) and XLong (Table 4, 10,000 sampled negatives), one shipped config each (``lru_video``,
-``sasrec_xlong``, ``bert4rec_ml1m``, ...). Each config runs in its own process (``python -m seqrec fit``) so wall times are
+The cells are LRURec's benchmark: LRURec and SASRec on ML-1M, Beauty, Video, Sports, Steam (Table 3, full
+ranking) and XLong (Table 4, 10,000 sampled negatives), Table 3's and Table 4's BERT4Rec, and Table 3's GRU4Rec,
+NARM and FMLP-Rec columns, one shipped config each (``lru_video``, ``sasrec_xlong``, ``bert4rec_ml1m``,
+``narm_ml1m``, ...). Each config runs in its own process (``python -m seqrec fit``) so wall times are
 clean; ``--max-time`` bounds each sitting (fit's ``--sitting_time``: it stops at an exact resume point and tests
 the best checkpoint so far; exit 75) and ``--resume`` (``--ckpt_path last``) continues it later with the same
 metrics as an uninterrupted run (tests/test_fit.py, tests/callbacks/test_signals.py). After every config its result joins the ledger
@@ -57,8 +58,23 @@ PAPER: dict[str, dict[str, float]] = {
     "bert4rec_sports": {"recall@10": 0.02879, "ndcg@10": 0.01457, "recall@20": 0.04295, "ndcg@20": 0.01813},
     "bert4rec_steam": {"recall@10": 0.12188, "ndcg@10": 0.06433, "recall@20": 0.18245, "ndcg@20": 0.08117},
     "bert4rec_xlong": {"recall@10": 0.41536, "ndcg@10": 0.23426, "recall@20": 0.56860, "ndcg@20": 0.27293},
+    "gru4rec_ml1m": {"recall@10": 0.29624, "ndcg@10": 0.16929, "recall@20": 0.39470, "ndcg@20": 0.19411},
+    "narm_ml1m": {"recall@10": 0.28644, "ndcg@10": 0.16649, "recall@20": 0.39293, "ndcg@20": 0.19337},
+    "fmlprec_ml1m": {"recall@10": 0.29073, "ndcg@10": 0.15295, "recall@20": 0.39454, "ndcg@20": 0.17912},
+    "gru4rec_beauty": {"recall@10": 0.03379, "ndcg@10": 0.01997, "recall@20": 0.04751, "ndcg@20": 0.02343},
+    "narm_beauty": {"recall@10": 0.03312, "ndcg@10": 0.01887, "recall@20": 0.04708, "ndcg@20": 0.02239},
+    "fmlprec_beauty": {"recall@10": 0.04623, "ndcg@10": 0.02515, "recall@20": 0.06336, "ndcg@20": 0.02945},
+    "gru4rec_video": {"recall@10": 0.09512, "ndcg@10": 0.05081, "recall@20": 0.13959, "ndcg@20": 0.06200},
+    "narm_video": {"recall@10": 0.09777, "ndcg@10": 0.05329, "recall@20": 0.14488, "ndcg@20": 0.06512},
+    "fmlprec_video": {"recall@10": 0.10885, "ndcg@10": 0.05294, "recall@20": 0.15991, "ndcg@20": 0.06576},
+    "gru4rec_sports": {"recall@10": 0.01882, "ndcg@10": 0.01002, "recall@20": 0.02841, "ndcg@20": 0.01243},
+    "narm_sports": {"recall@10": 0.02087, "ndcg@10": 0.01117, "recall@20": 0.03265, "ndcg@20": 0.01414},
+    "fmlprec_sports": {"recall@10": 0.02987, "ndcg@10": 0.01546, "recall@20": 0.04276, "ndcg@20": 0.01871},
+    "gru4rec_steam": {"recall@10": 0.12204, "ndcg@10": 0.06512, "recall@20": 0.18319, "ndcg@20": 0.08050},
+    "narm_steam": {"recall@10": 0.12166, "ndcg@10": 0.06480, "recall@20": 0.18199, "ndcg@20": 0.07996},
+    "fmlprec_steam": {"recall@10": 0.11987, "ndcg@10": 0.06081, "recall@20": 0.17719, "ndcg@20": 0.07521},
 }
-CELLS = list(PAPER)  # the priority order: ML-1M and Beauty first, then Video, Sports, Steam, XLong
+CELLS = list(PAPER)  # the priority order: LRURec and SASRec (ML-1M and Beauty first), then the other baselines
 DEFAULT_RUN = CELLS[:4]  # what a plain `python -m seqrec repro` runs (the CPU-sized cells)
 SOURCE = "Yue et al. 2023 (WSDM 2024), Table 3 (full ranking) and Table 4 (XLong: 10,000 sampled negatives)"
 LEDGER = "reproduction.json"
@@ -98,6 +114,8 @@ DATASETS = {
     "xlong": Dataset(69_691, 2_122_932, 66_819_731, 1000, 32, 2000, eval_candidates=10_001, train_candidates=101),
 }
 D_MODEL, LAYERS = 64, 2
+RNN_WIDTH = 2 * D_MODEL  # GRU4Rec's and NARM's GRU (model/gru4rec.yaml, model/narm.yaml)
+PREFIX_MODELS = {"narm", "fmlprec"}  # trained on prefixes, one label per example (their model parts' train_mode)
 # lru_ml1m converged here (results/REPRODUCTION.md): best validation at the 30th (step 15,000), stopped at the 40th;
 # every other cell is assumed to take as many validation intervals, except BERT4Rec's: the cloze task labels
 # MASK_PROB of the positions a shifted window labels, so reaching SASRec's count of labelled positions (best at
@@ -133,20 +151,31 @@ def token_macs(model: str, length: int) -> float:
     """Multiply-adds per token of the encoder (PROTOCOLS.md §7.1's formulas, d = 64, 2 blocks).
 
     LRURec: layers · (4dH + 8d² + 2·log₂P·H), H = 2d, P = 2^⌈log₂L⌉; SASRec: blocks · (4d² + 2Ld + 2d·4d);
+    GRU4Rec: 3(dH + H²) + Hd; NARM (its newest position, as prefix training computes it): 3(dH + H²) + H² + 2H;
+    FMLP-Rec: blocks · (8d² + (2d·fft(L) + 4(L//2 + 1)d) / L), fft(L) = 1.25·L·log₂L; H = 2d for the RNNs;
     BERT4Rec: SASRec's + d² (its output transform).
     """
-    d = D_MODEL
+    d, h = D_MODEL, RNN_WIDTH
     if model == "lru":
         return LAYERS * (4 * d * 2 * d + 8 * d * d + 2 * math.ceil(math.log2(max(length, 2))) * 2 * d)
+    if model == "gru4rec":
+        return 3 * (d * h + h * h) + h * d
+    if model == "narm":
+        return 3 * (d * h + h * h) + h * h + 2 * h
+    if model == "fmlprec":
+        return LAYERS * (8 * d * d + (2 * d * 1.25 * length * math.log2(length) + 4 * (length // 2 + 1) * d) / length)
     head = d * d if model == "bert4rec" else 0
     return LAYERS * (4 * d * d + 2 * length * d + 8 * d * d) + head
 
 
 def step_macs(config: str) -> float:
     """One training step: 3 × (B·L tokens through the encoder + P labelled positions scored), forward + backward;
-    a cloze model (BERT4Rec) labels MASK_PROB of the positions."""
+    P = B on prefixes (one label per example), B × MASK_PROB × the positions of a window for a cloze model
+    (BERT4Rec), else B × the labelled positions of a window."""
     data = DATASETS[dataset_of(config)]
     labelled = data.batch * min(data.max_len, max(data.interactions / data.users - 2, 1))  # P per batch
+    if model_of(config) in PREFIX_MODELS:
+        labelled = data.batch
     if model_of(config) == "bert4rec":
         labelled *= MASK_PROB
     scored = data.train_candidates or data.items
@@ -167,7 +196,8 @@ def cpu_macs_per_s() -> float:
 
 
 def max_steps(data: Dataset) -> int:
-    """The protocol's step cap: ``MAX_EPOCHS`` epochs of ⌈training examples / batch⌉ steps."""
+    """The protocol's step cap: ``MAX_EPOCHS`` epochs of ⌈training windows / batch⌉ steps (prefix-trained cells
+    have far more examples than windows, so the cap never binds for them)."""
     return MAX_EPOCHS * math.ceil((data.train_examples or data.users) / data.batch)
 
 
@@ -207,8 +237,13 @@ def assumptions() -> list[str]:
         f"{CPU_SLOWDOWN['bert4rec']}× (measured beside SASRec's).",
         "Work per step: 3 × (batch × max_len tokens × the encoder's MACs per token (PROTOCOLS.md §7.1, d 64, 2 blocks) "
         "+ labelled positions × scored items × d), labelled positions = batch × min(max_len, mean length − 2) from "
-        "Table 2; scored items = the catalogue (full softmax), or 101 for XLong (the paper's sampled loss, "
-        "`loss: sampled_ce`); evaluation scores the catalogue (XLong: 10,001 candidates).",
+        "Table 2, or batch for the cells trained on prefixes (NARM, FMLP-Rec: one label per example), or a fifth of "
+        "the window's positions for BERT4Rec (its masked positions); scored items = "
+        "the catalogue (full softmax), or 101 for XLong (the paper's sampled loss, `loss: sampled_ce`); evaluation "
+        "scores the catalogue (XLong: 10,001 candidates).",
+        "The GRU cells (GRU4Rec, NARM) run their recurrence step by step, well below the calibrated rate on a CPU, and "
+        "the prefix-trained cells see one label per example, so they may need more validation intervals than LRURec: "
+        "their estimates are the least certain (PROTOCOLS.md §1.11 has measured step times).",
         f"CPU: {cpu_macs_per_s() / 1e9:.1f} G multiply-adds/s all-in, calibrated on the last `{config}` sitting "
         f"of this file's history ({steps:,} steps in {seconds:,} s on 2 quiet cores, validations included). LRURec's "
         "sequential scan at L = 1,000 runs well below that rate (`python -m seqrec bench xlong` measures XLong's step).",

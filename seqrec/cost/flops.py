@@ -8,6 +8,9 @@ Convention (the same for both backends, so that they agree to the MAC):
   RNN/GRU/LSTM layers (input and recurrent: tokens · Σ weight-matrix sizes), and elementwise
   complex × complex products (the λ ⊙ h recurrence of LRU-style models).
 - Complex operands count in real MACs: complex × complex = 4 real MACs, complex × real = 2.
+- Real FFTs (``torch.fft.rfft``/``irfft``, FMLP-Rec's filter): ``fft_macs(n)`` = round(1.25·n·log₂ n) per
+  transformed line of length n (FFTW's 2.5·n·log₂ n FLOP convention for a real transform; neither library
+  counts FFTs at all).
 - Not counted (neither library counts them): elementwise real ops, real scalings, activations,
   softmax, normalisation, embedding lookups, gathers, reductions. fvcore's norm/upsample/pool handlers
   are switched off to match.
@@ -40,6 +43,8 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
+
+from seqrec.models.layers import fft_macs
 
 Backend = Literal["fvcore", "flop_counter"]
 BACKENDS: tuple[str, ...] = ("fvcore", "flop_counter")
@@ -91,6 +96,17 @@ def mha_macs(q_shape: Sequence[int], k_shape: Sequence[int], embed_dim: int) -> 
     k_tokens = math.prod(k_shape[:-1])
     keys_per_query = k_shape[-2] if len(k_shape) >= 2 else k_tokens
     return 2 * q_tokens * e * e + 2 * k_tokens * e * e + 2 * q_tokens * keys_per_query * e
+
+
+def real_fft_macs(real_shape: Sequence[int], dims: Sequence[int]) -> int:
+    """A real FFT (or its inverse) of a real signal shaped ``real_shape`` over ``dims``: per transformed dim of
+    size n, (numel / n) lines of ``fft_macs(n)`` each (a multi-dimensional FFT is one 1-D pass per dim)."""
+    numel = math.prod(real_shape)
+    total = 0
+    for dim in dims:
+        n = real_shape[dim]
+        total += (numel // n) * fft_macs(n) if n else 0
+    return total
 
 
 def rnn_macs(input_shape: Sequence[int], weight_shapes: Sequence[Sequence[int]]) -> int:
@@ -195,6 +211,25 @@ def _jit_complex_mul(inputs: list, outputs: list) -> int:
     return 0
 
 
+def _jit_dims(value: Any, rank: int) -> list[int]:
+    """A traced ``dim`` argument (an int, a list of ints, or None for the last) as non-negative dims."""
+    dims = value.toIValue()
+    dims = [-1] if dims is None else [dims] if isinstance(dims, int) else list(dims)
+    return [d % rank for d in dims]
+
+
+def _jit_rfft(inputs: list, outputs: list) -> int:
+    """aten::fft_rfft(self, n, dim, norm): the real input's lines along dim."""
+    shape = _jit_shape(inputs[0]) or []
+    return real_fft_macs(shape, _jit_dims(inputs[2], len(shape)))
+
+
+def _jit_irfft(inputs: list, outputs: list) -> int:
+    """aten::fft_irfft(self, n, dim, norm): the real output's lines along dim."""
+    shape = _jit_shape(outputs[0]) or []
+    return real_fft_macs(shape, _jit_dims(inputs[2], len(shape)))
+
+
 def _not_a_mac(inputs: list, outputs: list) -> int:
     return 0
 
@@ -229,6 +264,8 @@ FVCORE_HANDLES: dict[str, Callable[[list, list], int]] = {
     "aten::rnn_relu_cell": _jit_rnn_cell,
     "aten::mul": _jit_complex_mul,
     "aten::mul_": _jit_complex_mul,
+    "aten::fft_rfft": _jit_rfft,
+    "aten::fft_irfft": _jit_irfft,
     # custom autograd Functions reach a trace as one node named after the class (fvcore cannot see inside)
     "prim::PythonOp._LinearRecurrence": _jit_linear_recurrence,
 }
@@ -333,6 +370,18 @@ def _complex_mul_flops(a: Any, b: Any = None, *args: Any, out_val: Any = None, *
     return 0
 
 
+@_raw
+def _fft_r2c_flops(x: Tensor, dim: Sequence[int], *args: Any, out_val: Any = None, **kwargs: Any) -> int:
+    """aten._fft_r2c(self, dim, normalization, onesided): the real input's lines."""
+    return 2 * real_fft_macs(x.shape, [d % x.dim() for d in dim])
+
+
+@_raw
+def _fft_c2r_flops(x: Tensor, dim: Sequence[int], *args: Any, out_val: Any = None, **kwargs: Any) -> int:
+    """aten._fft_c2r(self, dim, normalization, last_dim_size): the real output's lines."""
+    return 2 * real_fft_macs(out_val.shape, [d % out_val.dim() for d in dim])
+
+
 def flop_counter_mapping() -> dict[Any, Callable[..., int]]:
     """custom_mapping for FlopCounterMode: complex-aware products and the kernels it has no formula for."""
     aten = torch.ops.aten
@@ -354,6 +403,8 @@ def flop_counter_mapping() -> dict[Any, Callable[..., int]]:
         aten.miopen_rnn: _rnn_list_flops,
         aten.mul: _complex_mul_flops,
         aten.mul_: _complex_mul_flops,
+        aten._fft_r2c: _fft_r2c_flops,
+        aten._fft_c2r: _fft_c2r_flops,
     }
     fused = getattr(aten, "_scaled_dot_product_fused_attention_overrideable", None)
     if fused is not None:

@@ -43,6 +43,7 @@ __all__ = [
     "RecurrentState",
     "SequenceRecommender",
     "TokenState",
+    "require_positive",
     "truncated_normal_",
 ]
 
@@ -271,6 +272,13 @@ class CTRBackbone(nn.Module, ABC):
     def state_bytes(self, batch_size: int = 1, seq_len: int | None = None) -> int:
         """Bytes of stored state for ``batch_size`` users of seq_len items: batch_size · state_bytes_per_user(seq_len)."""
         return int(batch_size * self.state_bytes_per_user(seq_len))
+
+
+def require_positive(**sizes: int) -> None:
+    """Raise a ValueError naming the first of ``sizes`` (num_items=..., max_len=...) that is below 1."""
+    for name, value in sizes.items():
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
 
 
 def truncated_normal_(tensor: Tensor, std: float = 0.02, bound: float = 0.04) -> Tensor:

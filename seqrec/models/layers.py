@@ -12,7 +12,7 @@ weights (``CTRTransformer``). Two paths compute the same attention:
   (the CTR transformer, which also adds a relative-position bias and attends a target to stored keys).
 
 MACs per token (one fused multiply-add = 1; ``seqrec.cost.flops``): projections 4·d², attention 2·n·d over
-n keys, feed-forward 2·d·f.
+n keys, feed-forward 2·d·f. ``fft_macs``: the convention for a real FFT, shared by FMLP-Rec and the MACs counters.
 """
 
 from __future__ import annotations
@@ -167,3 +167,14 @@ class FeedForward(nn.Module):
     def macs_per_token(self) -> int:
         """MACs per position: 2·d·f."""
         return 2 * self.w_1.in_features * self.w_1.out_features
+
+
+def fft_macs(n: int) -> int:
+    """MACs of one real-input FFT, or its inverse, of length n (one channel): round(1.25 · n · log₂ n).
+
+    FFTW's benchmark convention counts 5·n·log₂ n real FLOPs for a complex transform of size n and half of that,
+    2.5·n·log₂ n, for a real-input one; 1 MAC = 2 FLOPs (``seqrec.cost.flops``). A convention, not the kernel's
+    exact operation count (that depends on n's factors and the library's plan): stated so that an FFT is neither
+    free nor hidden when models are compared by MACs.
+    """
+    return round(1.25 * n * math.log2(n)) if n > 1 else 0

@@ -8,7 +8,7 @@ reads the user's item history (``window`` newest items, the store keeps them for
 | adapter            | models                                  | stored state                  | an event costs          |
 |--------------------|-----------------------------------------|-------------------------------|-------------------------|
 | ``recurrent``      | LRURec, GRU4Rec (``RecurrentRecommender``) | per-layer state + last output | O(1): one ``step``      |
-| ``recompute``      | SASRec, BERT4Rec, EvoRNN, MLP4Rec, any other | nothing (the newest max_len items) | a query re-encodes the window |
+| ``recompute``      | SASRec, BERT4Rec, EvoRNN, MLP4Rec, NARM, FMLP-Rec, any other | nothing (the newest max_len items) | a query re-encodes the window |
 | ``ctr-recurrent``  | CTRLRU                                  | per-layer state + last output | O(1): one ``step``      |
 | ``kv-cache``       | CTRTransformer, a compression wrapper at 100% | per-layer keys/values   | O(L): one token appended |
 | ``kv-compressed``  | a compression wrapper below 100%        | the compressed keys/values    | O(L²): the window re-encoded and compressed |
@@ -23,7 +23,10 @@ keeps folding in every event (LRURec's point: its state is the whole history at 
 
 SASRec counts positions back from the newest event, so every cached key would change with each event: its
 exact state is the window itself. GRU4Rec's step is exact (``GRU4Rec.step``); EvoRNN's capacity depends on the
-distance from the newest event, so it cannot be a fixed-size recurrence and is recomputed. BERT4Rec is
+distance from the newest event, so it cannot be a fixed-size recurrence and is recomputed. NARM's local encoder
+re-weights every past GRU state with a query from the newest one (an exact state would hold all of them), and
+FMLP-Rec's filter is a circular convolution over the padded window (every position changes with each event): both
+recompute; the window handed to FMLP-Rec is always max_len wide, as in training. BERT4Rec is
 bidirectional (every position changes with each event) and reads the newest max_len − 1 events followed by its
 ``[mask]`` (``run.max_len`` is the data's ``history_len``), as the evaluation does.
 """
@@ -200,7 +203,8 @@ class RecurrentAdapter(StateAdapter):
 
 
 class RecomputeAdapter(StateAdapter):
-    """Any ``SequenceRecommender`` (SASRec, EvoRNN, MLP4Rec): no state; a query re-encodes the newest max_len items."""
+    """Any ``SequenceRecommender`` (SASRec, EvoRNN, MLP4Rec, NARM, FMLP-Rec): no state; a query re-encodes the newest
+    max_len items."""
 
     name = "recompute"
 

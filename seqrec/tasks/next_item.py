@@ -32,6 +32,8 @@ class NextItemTask(RecommendationTask):
     ``num_negatives`` uniform negatives per position (redrawn where one equals the positive).
     Loss "sampled_ce": softmax over the target and ``num_negatives`` items drawn uniformly from 1..N per labelled
     position (LRURec's XLong loss, ``sampled_cross_entropy``; fused in chunks of ``ce_chunk_rows`` like "ce").
+    A batch whose only labels sit at the newest position (``train_mode: prefix``) is encoded with
+    ``query_hidden`` (that position alone; the same value as ``forward(items)[:, -1]``), not ``forward``.
     Evaluation: the target's rank among the full catalogue (history masked when ``mask_history``) or
     among the batch's frozen ``candidates``; metrics are sums and counts (exact under DDP).
 
@@ -78,12 +80,15 @@ class NextItemTask(RecommendationTask):
                 "the model is not causal (each position sees later items) but the batch has labels before the "
                 "last position, which later inputs would reveal: use data.train_mode: prefix, or causal: true"
             )
-        hidden = self.model(items)  # (B, L, d)
         labelled = labels > 0  # (B, L)
-        h = hidden[labelled]  # (P, d)
+        # a cloze model's query appends its [mask]: its training positions are always read from forward
+        if bool(labelled[:, :-1].any()) or isinstance(self.model, ClozeRecommender):
+            h = self.model(items)[labelled]  # (P, d) from hidden (B, L, d)
+        else:  # one label per row, at the newest position (prefix training): only that position is computed
+            h = self.model.query_hidden(items)[labelled[:, -1]]  # (P, d)
         y = labels[labelled]  # (P,)
         if y.numel() == 0:  # no labelled position (a cloze batch may mask none): no loss, no gradient, not NaN
-            return hidden.sum() * 0.0, 0
+            return h.sum() * 0.0, 0
         if self.loss_kind == "ce" and self.ce_chunk_rows is not None:
             loss = fused_cross_entropy(h, self.model.item_embeddings(), self.model.item_bias(), y,
                                        self.ce_chunk_rows, self.matmul_dtype())

@@ -20,9 +20,11 @@ from seqrec.models.ctr.lru import CTRLRU
 from seqrec.models.ctr.transformer import CTRTransformer
 from seqrec.models.next_item.bert4rec import BERT4Rec
 from seqrec.models.next_item.evornn import EvoRNN
+from seqrec.models.next_item.fmlprec import FMLPRec
 from seqrec.models.next_item.gru4rec import GRU4Rec
 from seqrec.models.next_item.lru import LRURec
 from seqrec.models.next_item.mlp4rec import MLP4Rec
+from seqrec.models.next_item.narm import NARM
 from seqrec.models.next_item.popularity import Popularity
 from seqrec.models.next_item.sasrec import SASRec
 
@@ -41,6 +43,8 @@ def models() -> dict[str, nn.Module]:
         "GRU4Rec": GRU4Rec(num_items=20, d_model=8, hidden_size=8),
         "EvoRNN": EvoRNN(num_items=20, max_len=8, d_model=8),
         "MLP4Rec": MLP4Rec(num_items=20, max_len=8, d_model=8, num_layers=1),
+        "FMLPRec": FMLPRec(num_items=20, max_len=8, d_model=8, num_layers=1),
+        "NARM": NARM(num_items=20, d_model=8),
         "Popularity": Popularity(num_items=20),
         "CTRTransformer": transformer,
         "CTRLRU": CTRLRU(num_items=20, d_model=8, num_layers=1),
@@ -54,7 +58,7 @@ EXPECTED = {
     base.CountingRecommender: {"Popularity"},
     base.RecurrentRecommender: {"LRURec", "GRU4Rec"},
     base.ClozeRecommender: {"BERT4Rec"},
-    base.DeclaresMACs: {"BERT4Rec", "EvoRNN", "CTRTransformer", "CTRLRU"},
+    base.DeclaresMACs: {"BERT4Rec", "EvoRNN", "FMLPRec", "NARM", "CTRTransformer", "CTRLRU"},
     base.DeclaresStateBytes: {"LRURec", "CTRTransformer", "CTRLRU", "SnapKV"},
     base.DeclaresKeptLengths: {"CTRTransformer", "CTRLRU", "SnapKV"},
     base.DeclaresRequestMACs: {"CTRTransformer", "CTRLRU", "SnapKV"},
@@ -95,11 +99,13 @@ def test_implementations_accept_the_declared_signatures(protocol):
 
 
 def test_causal_flags():
-    """``causal`` False means a position may see later items: BERT4Rec and MLP4Rec's official (unmasked) mixer."""
+    """``causal`` False means a position may see later items: BERT4Rec (bidirectional attention), MLP4Rec's official
+    (unmasked) mixer and FMLP-Rec's filter (a circular convolution over the whole window)."""
     found = models()
-    for name in ("SASRec", "LRURec", "GRU4Rec", "EvoRNN", "Popularity"):
+    for name in ("SASRec", "LRURec", "GRU4Rec", "EvoRNN", "NARM", "Popularity"):
         assert found[name].causal is True, name
-    assert found["MLP4Rec"].causal is False and MLP4Rec.causal is False and found["BERT4Rec"].causal is False
+    assert found["FMLPRec"].causal is False and found["BERT4Rec"].causal is False
+    assert found["MLP4Rec"].causal is False and MLP4Rec.causal is False
     assert MLP4Rec(num_items=20, max_len=8, d_model=8, num_layers=1, causal=True).causal is True
 
 
@@ -111,7 +117,7 @@ def test_every_next_item_model_in_the_package_is_a_sequence_recommender():
             classes |= {cls for cls in vars(module).values() if inspect.isclass(cls) and cls.__module__ == info.name
                         and issubclass(cls, base.SequenceRecommender)}
     assert {c.__name__ for c in classes} == {"SASRec", "BERT4Rec", "LRURec", "GRU4Rec", "EvoRNN", "MLP4Rec",
-                                          "Popularity"}
+                                             "FMLPRec", "NARM", "Popularity"}
 
 
 def test_ctr_models_and_wrappers_are_ctr_backbones():

@@ -9,8 +9,10 @@ from seqrec.compress import build as compressed
 from seqrec.models.ctr.lru import CTRLRU
 from seqrec.models.ctr.transformer import CTRTransformer
 from seqrec.models.next_item.evornn import EvoRNN
+from seqrec.models.next_item.fmlprec import FMLPRec
 from seqrec.models.next_item.gru4rec import GRU4Rec
 from seqrec.models.next_item.lru import LRURec
+from seqrec.models.next_item.narm import NARM
 from seqrec.models.next_item.sasrec import SASRec
 from seqrec.serve.state import (
     CompressedKVAdapter,
@@ -94,7 +96,9 @@ def test_lru_state_over_a_history_longer_than_max_len_is_the_model_on_the_whole_
 
 
 @pytest.mark.parametrize("make", [lambda: SASRec(N, max_len=6, d_model=16, num_heads=2),
-                                  lambda: EvoRNN(N, max_len=6, d_model=16)])
+                                  lambda: EvoRNN(N, max_len=6, d_model=16),
+                                  lambda: NARM(N, d_model=16),
+                                  lambda: FMLPRec(N, max_len=6, d_model=16)])
 def test_recompute_adapters_read_the_window_as_the_evaluation_does(make):
     torch.manual_seed(0)
     model = make().eval()

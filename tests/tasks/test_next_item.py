@@ -71,6 +71,29 @@ def test_nan_loss_stops_with_a_clear_error():
         task.training_step(batch, 0)
 
 
+def test_prefix_batches_compute_only_the_newest_position():
+    """One label per row at the newest position: the loss reads ``query_hidden`` (for NARM O(L·H) instead of the
+    O(L²·H) attention at every position) and equals the loss over ``forward``'s last column."""
+    from seqrec.models.next_item.narm import NARM
+
+    torch.manual_seed(0)
+    model = NARM(20, d_model=8, embedding_dropout=0.0, output_dropout=0.0)
+    task = NextItemTask(model, ce_chunk_rows=None)
+    items = torch.randint(1, 21, (4, 9))
+    items[1, :5] = 0
+    labels = torch.zeros_like(items)
+    labels[:, -1] = torch.tensor([3, 0, 7, 9])  # a row without a label is left out
+    calls = []
+    model.register_forward_hook(lambda *args: calls.append("forward"))
+    loss, count = task.loss({"items": items, "labels": labels})
+    assert calls == [] and count == 3
+    with torch.no_grad():
+        logits = model.score(model(items)[[0, 2, 3], -1])
+    logits[:, 0] = float("-inf")
+    expected = torch.nn.functional.cross_entropy(logits, torch.tensor([3, 7, 9]))
+    torch.testing.assert_close(loss.detach(), expected, rtol=1e-5, atol=1e-6)
+
+
 # --- the cloze objective (BERT4Rec) ---
 
 
@@ -94,6 +117,10 @@ def test_cloze_loss_is_the_item_softmax_at_the_masked_positions_only(chunk):
     logits[..., 0] = -float("inf")
     expected = torch.nn.functional.cross_entropy(logits[labels > 0], labels[labels > 0])
     assert count == 4 and torch.allclose(loss, expected, atol=1e-6)
+    last = torch.zeros_like(labels)
+    last[:, -1] = torch.tensor([6, 6])  # masked at the newest position only: still read from forward, not the query
+    only_last, _ = task.loss({"items": items, "labels": last})
+    assert torch.allclose(only_last, torch.nn.functional.cross_entropy(logits[:, -1], last[:, -1]), atol=1e-6)
     nothing, none = task.loss({"items": items, "labels": torch.zeros_like(labels)})  # a batch that masked nothing
     assert none == 0 and float(nothing) == 0.0
     nothing.backward()  # a step without a labelled position is a no-op, not a NaN

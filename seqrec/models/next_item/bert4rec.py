@@ -2,7 +2,7 @@
 
 Layout as the PyTorch BERT4Rec of LRURec's first author (github Yueeeeeeee/RecSys-Extraction-Attack and
 RecSys-Substitution-Defense, ``model/bert.py``; the code base LRURec's repository is cut from: same ``args.bert_*``
-settings, trainer and initialiser; LRURec's own repository ships no BERT4Rec, PROTOCOLS.md §1.11)::
+settings, trainer and initialiser; LRURec's own repository ships no BERT4Rec, PROTOCOLS.md §1.12)::
 
     x = Dropout(LN(E[items] + P[positions]))                  # (B, L, d); positions 1..n oldest to newest, 0 = padding
     repeat num_blocks:                                         # post-LN blocks, as BERT
@@ -28,7 +28,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from seqrec.models.base import SequenceRecommender, truncated_normal_
+from seqrec.models.base import SequenceRecommender, require_positive, truncated_normal_
 from seqrec.models.layers import Dropout, FeedForward, MultiHeadAttention, TanhGELU
 
 
@@ -77,7 +77,7 @@ class BERT4RecBlock(nn.Module):
 
 
 class BERT4Rec(SequenceRecommender):
-    """BERT4Rec as the PyTorch reference computes it (module docstring); PROTOCOLS.md §1.11.
+    """BERT4Rec as the PyTorch reference computes it (module docstring); PROTOCOLS.md §1.12.
 
     Args:
         num_items: catalogue size N (ids 1..N; N + 1 is ``[mask]``).
@@ -112,8 +112,7 @@ class BERT4Rec(SequenceRecommender):
         if embedding_init not in ("normal", "truncated_normal"):
             raise ValueError(f"embedding_init must be 'normal' or 'truncated_normal', got {embedding_init!r}")
         self.embedding_init = embedding_init
-        if num_items < 1:
-            raise ValueError(f"num_items must be >= 1, got {num_items}")
+        require_positive(num_items=num_items, d_model=d_model, num_blocks=num_blocks, num_heads=num_heads)
         if max_len < 2:
             raise ValueError(f"max_len must be >= 2 (one history event and the [mask]), got {max_len}")
         self.num_items, self.max_len, self.d_model = num_items, max_len, d_model

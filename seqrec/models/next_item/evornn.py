@@ -47,7 +47,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from seqrec.models.base import SequenceRecommender, truncated_normal_
+from seqrec.models.base import SequenceRecommender, require_positive, truncated_normal_
 from seqrec.models.layers import Dropout
 
 Schedule = Literal["segments", "power_law"]
@@ -149,10 +149,7 @@ class EvoRNN(SequenceRecommender):
         projection_init: Literal["identity", "orthogonal"] = "identity",
     ) -> None:
         super().__init__()
-        if num_items < 1:
-            raise ValueError(f"num_items must be >= 1, got {num_items}")
-        if max_len < 1:
-            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        require_positive(num_items=num_items, max_len=max_len)
         hidden_sizes = list(hidden_sizes) if hidden_sizes else [d_model]
         if schedule == "power_law":
             if lrd_d is None:

@@ -1,19 +1,19 @@
 """The PyTorch BERT4Rec reference beside ours: import it from a checkout, copy its weights into ours, compare.
 
 The reference is ``model/bert.py`` (with ``model/attention.py``) of LRURec's first author's PyTorch code, github
-``Yueeeeeeee/RecSys-Substitution-Defense`` (identical for item-id inputs in ``RecSys-Extraction-Attack``); LRURec's
-own repository ships no BERT4Rec (PROTOCOLS.md §1.11). It is imported at run time from the checkout named by
-``$SEQREC_BERT4REC_REFERENCE`` (never copied into this project) as a package of its ``model/`` folder, loading only
-those two files. ``parity_figures`` is what the parity test asserts and what the closing notes quote:
+``Yueeeeeeee/RecSys-Extraction-Attack`` (the checkout NARM's parity test reads too; ``RecSys-Substitution-Defense``
+has the same model for item-id inputs); LRURec's own repository ships no BERT4Rec (PROTOCOLS.md §1.12). It is
+imported at run time from the checkout named by ``$SEQREC_RECSYS_EXTRACTION_ATTACK_REPO`` (never copied into this
+project) as a package of its ``model/`` folder, loading only those two files. ``parity_figures`` is what the parity
+test asserts and what the closing notes quote:
 
-    SEQREC_BERT4REC_REFERENCE=/path/to/RecSys-Substitution-Defense SEQREC_SHARED_DATA=/path/to/data \\
+    SEQREC_RECSYS_EXTRACTION_ATTACK_REPO=RecSys-Extraction-Attack SEQREC_SHARED_DATA=DIR \\
         python -m pytest tests/models/next_item/test_bert4rec.py -k parity -s
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import re
 import sys
 import types
@@ -33,8 +33,9 @@ from seqrec.data.sources.sasrec_text import SASRecText
 from seqrec.datamodules.next_item import NextItemDataModule
 from seqrec.models.next_item.bert4rec import BERT4Rec
 from seqrec.tasks.next_item import NextItemTask
+from tests.models.next_item.reference import checkout
 
-ENV = "SEQREC_BERT4REC_REFERENCE"
+ENV = "SEQREC_RECSYS_EXTRACTION_ATTACK_REPO"
 PACKAGE = "seqrec_reference_bert4rec"
 MAX_LEN, D, HEADS, BLOCKS = 200, 64, 2, 2  # LRURec's baseline settings on ML-1M (config.py)
 
@@ -57,12 +58,11 @@ RENAMES = [
 
 
 def reference_dir() -> Path:
-    """The reference checkout named by ``$SEQREC_BERT4REC_REFERENCE``; the calling test is skipped without it."""
-    value = os.environ.get(ENV)
-    if not value or not (Path(value) / "model" / "bert.py").is_file():
-        pytest.skip(f"set {ENV} to a checkout of github.com/Yueeeeeeee/RecSys-Substitution-Defense (the PyTorch "
-                    "BERT4Rec of LRURec's first author) to run the parity test")
-    return Path(value)
+    """The reference checkout named by ``$SEQREC_RECSYS_EXTRACTION_ATTACK_REPO``; the calling test is skipped without it."""
+    root = checkout(ENV, "Yueeeeeeee/RecSys-Extraction-Attack")
+    if not (root / "model" / "bert.py").is_file():
+        raise FileNotFoundError(f"{root / 'model' / 'bert.py'} not found: is {root} a checkout of the reference repository?")
+    return root
 
 
 def reference_module(directory: Path) -> Any:

@@ -99,7 +99,7 @@ def test_bad_sizes_are_refused():
         _model()(torch.ones(1, 9, dtype=torch.long))
 
 
-# --- parity with the reference (its checkout named by SEQREC_BERT4REC_REFERENCE; real ML-1M) -----------------
+# --- parity with the reference (its checkout named by SEQREC_RECSYS_EXTRACTION_ATTACK_REPO; real ML-1M) ------
 
 
 @pytest.mark.slow

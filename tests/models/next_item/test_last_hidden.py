@@ -6,8 +6,10 @@ import torch
 
 from seqrec.models.base import SequenceRecommender
 from seqrec.models.next_item.evornn import EvoRNN
+from seqrec.models.next_item.fmlprec import FMLPRec
 from seqrec.models.next_item.gru4rec import GRU4Rec
 from seqrec.models.next_item.lru import LRURec
+from seqrec.models.next_item.narm import NARM
 from seqrec.models.next_item.sasrec import SASRec
 
 N, L = 40, 12
@@ -21,6 +23,8 @@ def models() -> dict[str, SequenceRecommender]:
         "sasrec": SASRec(N, max_len=L, d_model=16, num_blocks=2, num_heads=2),
         "gru4rec": GRU4Rec(N, d_model=16),
         "evornn": EvoRNN(N, max_len=L, d_model=16),
+        "narm": NARM(N, d_model=16),
+        "fmlprec": FMLPRec(N, max_len=L, d_model=16),
     }
 
 
@@ -50,6 +54,7 @@ def test_dropping_common_leading_padding_changes_nothing(name):
     torch.testing.assert_close(trimmed, full[:, 7:], rtol=1e-5, atol=1e-5)
 
 
-def test_invariance_is_declared_by_lru_and_sasrec_only():
+def test_invariance_is_declared_by_lru_sasrec_and_narm_only():
     flags = {name: m.left_padding_invariant for name, m in models().items()}
-    assert flags == {"lru": True, "lru-parallel": True, "sasrec": True, "gru4rec": False, "evornn": False}
+    assert flags == {"lru": True, "lru-parallel": True, "sasrec": True, "gru4rec": False, "evornn": False,
+                     "narm": True, "fmlprec": False}
