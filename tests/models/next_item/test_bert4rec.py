@@ -114,31 +114,3 @@ def test_parity_with_the_reference_on_real_ml1m(shared_data, tmp_path):
     assert figures["rank_agreement"] >= 0.999 and figures["users"] == 6040
     assert math.isfinite(figures["loss_ours"])
 
-
-# --- every shipped BERT4Rec config trains three steps on real ML-1M --------------------------------------------
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("config", ["bert4rec_ml1m", "bert4rec_beauty", "bert4rec_video", "bert4rec_sports",
-                                    "bert4rec_steam", "bert4rec_xlong"])
-def test_shipped_config_trains_three_steps_on_real_ml1m(config, shared_data, tmp_path):
-    """Each config as shipped (its protocol, max_len, loss and evaluation), its data swapped for LRURec's ML-1M file."""
-    import json
-
-    from seqrec.fit import main
-
-    path = shared_data / "lrurec" / "ml-1m.txt.gz"
-    if not path.is_file():
-        pytest.skip(f"{path} not present under SEQREC_SHARED_DATA")
-    source = {"class_path": "seqrec.data.sources.sasrec_text.SASRecText", "init_args": {"name": "ml-1m", "path": str(path)}}
-    results = main([
-        "--config", f"{config}.yaml", "--data.init_args.source", json.dumps(source),
-        "--data.init_args.preprocessing", json.dumps({"sort_by": "time"}), "--data.init_args.expected_counts", "null",
-        "--trainer.max_steps", "3", "--trainer.limit_val_batches", "1", "--trainer.limit_test_batches", "1",
-        "--validate_first", "false", "--trainer.enable_progress_bar", "false", "--threads", "1",
-        "--trainer.logger.init_args.save_dir", str(tmp_path), "--trainer.default_root_dir", str(tmp_path),
-    ])
-    assert {"test/recall@10", "test/ndcg@10", "test/recall@20", "test/ndcg@20"} <= set(results)
-    assert results["cost/macs_hand_per_sequence"] == results["cost/macs_per_sequence"]
-    summary = json.loads(next(tmp_path.rglob("fit_summary.json")).read_text())
-    assert summary["global_step"] == 3
