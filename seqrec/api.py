@@ -315,7 +315,8 @@ class TrainedRun:
         self.datamodule = run.datamodule
         self.model: SequenceRecommender = self.task.model
         self.precision = precision
-        self.max_len: int = int(self.datamodule.max_len)
+        # the events a query reads, as the evaluation's windows (max_len - 1 for a cloze model, which appends [mask])
+        self.max_len: int = int(getattr(self.datamodule, "history_len", self.datamodule.max_len))
         self.mask_history: bool = bool(getattr(self.task, "mask_history", True))
         self.chunk_size: int = int(getattr(self.task, "score_chunk_size", 65536))
         self.eval_batch_size: int = int(getattr(self.datamodule, "eval_batch_size", 256))

@@ -37,7 +37,7 @@ POSITIVE_INTS = ("max_len", "batch_size", "eval_batch_size", "d_model", "num_blo
                  "eval_negatives", "train_negatives", "accumulate_grad_batches")
 POSITIVE = ("lr",)
 NON_NEGATIVE = ("weight_decay", "num_workers", "gradient_clip_val", "patience")
-FRACTIONS = ("dropout",)  # in [0, 1)
+FRACTIONS = ("dropout", "attention_dropout")  # in [0, 1)
 _RANKING = re.compile(r"^(?P<kind>[a-z]+)@(?P<k>\d+)$")
 
 

@@ -4,8 +4,9 @@
 [--max-time 00:02:00:00] [--hardware LABEL] [--out results/REPRODUCTION.md] [--report-only] [-- extra flags]``
 
 The cells are LRURec's benchmark: LRURec and SASRec on ML-1M, Beauty, Video, Sports, Steam (Table 3, full
-ranking) and XLong (Table 4, 10,000 sampled negatives), and Table 3's GRU4Rec, NARM and FMLP-Rec columns, one
-shipped config each (``lru_video``, ``sasrec_xlong``, ``narm_ml1m``, ...). Each config runs in its own process (``python -m seqrec fit``) so wall times are
+ranking) and XLong (Table 4, 10,000 sampled negatives), Table 3's and Table 4's BERT4Rec, and Table 3's GRU4Rec,
+NARM and FMLP-Rec columns, one shipped config each (``lru_video``, ``sasrec_xlong``, ``bert4rec_ml1m``,
+``narm_ml1m``, ...). Each config runs in its own process (``python -m seqrec fit``) so wall times are
 clean; ``--max-time`` bounds each sitting (fit's ``--sitting_time``: it stops at an exact resume point and tests
 the best checkpoint so far; exit 75) and ``--resume`` (``--ckpt_path last``) continues it later with the same
 metrics as an uninterrupted run (tests/test_fit.py, tests/callbacks/test_signals.py). After every config its result joins the ledger
@@ -51,6 +52,12 @@ PAPER: dict[str, dict[str, float]] = {
     "sasrec_steam": {"recall@10": 0.12597, "ndcg@10": 0.06759, "recall@20": 0.18716, "ndcg@20": 0.08298},
     "lru_xlong": {"recall@10": 0.52688, "ndcg@10": 0.34867, "recall@20": 0.61800, "ndcg@20": 0.37174},
     "sasrec_xlong": {"recall@10": 0.49348, "ndcg@10": 0.30949, "recall@20": 0.59527, "ndcg@20": 0.33531},
+    "bert4rec_ml1m": {"recall@10": 0.30894, "ndcg@10": 0.16377, "recall@20": 0.41738, "ndcg@20": 0.19118},
+    "bert4rec_beauty": {"recall@10": 0.04679, "ndcg@10": 0.02422, "recall@20": 0.06727, "ndcg@20": 0.02937},
+    "bert4rec_video": {"recall@10": 0.11252, "ndcg@10": 0.05600, "recall@20": 0.16640, "ndcg@20": 0.06958},
+    "bert4rec_sports": {"recall@10": 0.02879, "ndcg@10": 0.01457, "recall@20": 0.04295, "ndcg@20": 0.01813},
+    "bert4rec_steam": {"recall@10": 0.12188, "ndcg@10": 0.06433, "recall@20": 0.18245, "ndcg@20": 0.08117},
+    "bert4rec_xlong": {"recall@10": 0.41536, "ndcg@10": 0.23426, "recall@20": 0.56860, "ndcg@20": 0.27293},
     "gru4rec_ml1m": {"recall@10": 0.29624, "ndcg@10": 0.16929, "recall@20": 0.39470, "ndcg@20": 0.19411},
     "narm_ml1m": {"recall@10": 0.28644, "ndcg@10": 0.16649, "recall@20": 0.39293, "ndcg@20": 0.19337},
     "fmlprec_ml1m": {"recall@10": 0.29073, "ndcg@10": 0.15295, "recall@20": 0.39454, "ndcg@20": 0.17912},
@@ -95,10 +102,11 @@ class Dataset:
     val_every: int
     eval_candidates: int | None = None  # None: the full catalogue; else sampled negatives + the target
     train_candidates: int | None = None  # None: full softmax; else the target + sampled negatives
+    train_examples: int | None = None  # training windows per epoch (§1.3), where counted; else about one per user
 
 
 DATASETS = {
-    "ml1m": Dataset(6_040, 3_416, 999_611, 200, 128, 500),
+    "ml1m": Dataset(6_040, 3_416, 999_611, 200, 128, 500, train_examples=7_077),
     "beauty": Dataset(52_204, 57_289, 394_908, 50, 128, 1000),
     "video": Dataset(31_013, 23_715, 287_107, 50, 128, 1000),
     "sports": Dataset(83_970, 83_728, 596_187, 50, 128, 1000),
@@ -109,8 +117,20 @@ D_MODEL, LAYERS = 64, 2
 RNN_WIDTH = 2 * D_MODEL  # GRU4Rec's and NARM's GRU (model/gru4rec.yaml, model/narm.yaml)
 PREFIX_MODELS = {"narm", "fmlprec"}  # trained on prefixes, one label per example (their model parts' train_mode)
 # lru_ml1m converged here (results/REPRODUCTION.md): best validation at the 30th (step 15,000), stopped at the 40th;
-# every other cell is assumed to take as many validation intervals
+# every other cell is assumed to take as many validation intervals, except BERT4Rec's: the cloze task labels
+# MASK_PROB of the positions a shifted window labels, so reaching SASRec's count of labelled positions (best at
+# step 9,500 on ML-1M here) takes about 1 / MASK_PROB as many steps: best near the 100th validation, stopped at the
+# 110th (55,000 steps on ML-1M); BERT4Rec's replicability study (Petrov & Macdonald, RecSys 2022) found it needs
+# far longer training than common defaults (up to 30× its original 400,000-step default to match the paper).
 ASSUMED_VALIDATIONS = 40
+ASSUMED_VALIDATIONS_OF = {"bert4rec": 110}
+MASK_PROB = 0.2  # model/bert4rec.yaml's mask_prob
+# CPU time per MAC of a model's training step relative to LRURec's and SASRec's: BERT4Rec's step (its cloze loss
+# scores a fifth of the positions, so fewer MACs) took 1.06× SASRec's time for 0.81× its MACs, side by side
+# (`python -m seqrec bench speed --threads 1 --parts matmul,train --models SASRec,BERT4Rec`, load 3.6: not quiet)
+CPU_SLOWDOWN = {"bert4rec": 1.31}
+MAX_EPOCHS = 500  # the protocol's cap (protocol/lrurec.yaml): on ML-1M 500 × 56 batches = 28,000 steps, which a
+# BERT4Rec run reaches before the 110 assumed intervals (55,000 steps)
 CALIBRATION = ("lru_ml1m", 13_500, 7173.1)  # its last sitting, quiet 2-core CPU: steps 6,500 -> 20,000 in 7,173.1 s
 H200_MACS_PER_S = 10e12  # assumed effective rate of these d=64 products on one H200 (a few % of its peak)
 H200_STEP_FLOOR_S = 0.02  # assumed kernel-launch floor of one training step (2 blocks, forward + backward)
@@ -132,7 +152,8 @@ def token_macs(model: str, length: int) -> float:
 
     LRURec: layers · (4dH + 8d² + 2·log₂P·H), H = 2d, P = 2^⌈log₂L⌉; SASRec: blocks · (4d² + 2Ld + 2d·4d);
     GRU4Rec: 3(dH + H²) + Hd; NARM (its newest position, as prefix training computes it): 3(dH + H²) + H² + 2H;
-    FMLP-Rec: blocks · (8d² + (2d·fft(L) + 4(L//2 + 1)d) / L), fft(L) = 1.25·L·log₂L; H = 2d for the RNNs.
+    FMLP-Rec: blocks · (8d² + (2d·fft(L) + 4(L//2 + 1)d) / L), fft(L) = 1.25·L·log₂L; H = 2d for the RNNs;
+    BERT4Rec: SASRec's + d² (its output transform).
     """
     d, h = D_MODEL, RNN_WIDTH
     if model == "lru":
@@ -143,16 +164,20 @@ def token_macs(model: str, length: int) -> float:
         return 3 * (d * h + h * h) + h * h + 2 * h
     if model == "fmlprec":
         return LAYERS * (8 * d * d + (2 * d * 1.25 * length * math.log2(length) + 4 * (length // 2 + 1) * d) / length)
-    return LAYERS * (4 * d * d + 2 * length * d + 8 * d * d)
+    head = d * d if model == "bert4rec" else 0
+    return LAYERS * (4 * d * d + 2 * length * d + 8 * d * d) + head
 
 
 def step_macs(config: str) -> float:
     """One training step: 3 × (B·L tokens through the encoder + P labelled positions scored), forward + backward;
-    P = B on prefixes (one label per example), else B × the labelled positions of a window."""
+    P = B on prefixes (one label per example), B × MASK_PROB × the positions of a window for a cloze model
+    (BERT4Rec), else B × the labelled positions of a window."""
     data = DATASETS[dataset_of(config)]
     labelled = data.batch * min(data.max_len, max(data.interactions / data.users - 2, 1))  # P per batch
     if model_of(config) in PREFIX_MODELS:
         labelled = data.batch
+    if model_of(config) == "bert4rec":
+        labelled *= MASK_PROB
     scored = data.train_candidates or data.items
     return 3 * (data.batch * data.max_len * token_macs(model_of(config), data.max_len) + labelled * scored * D_MODEL)
 
@@ -170,14 +195,22 @@ def cpu_macs_per_s() -> float:
     return step_macs(config) * steps / seconds
 
 
+def max_steps(data: Dataset) -> int:
+    """The protocol's step cap: ``MAX_EPOCHS`` epochs of ⌈training windows / batch⌉ steps (prefix-trained cells
+    have far more examples than windows, so the cap never binds for them)."""
+    return MAX_EPOCHS * math.ceil((data.train_examples or data.users) / data.batch)
+
+
 def estimate_seconds(config: str, device: str) -> float:
     """Estimated seconds of one converged run: ``ASSUMED_VALIDATIONS`` × the validation interval steps, that
     many + 1 validations and one test; ``device`` "cpu" (the calibrated rate) or "h200" (the assumed one)."""
     data = DATASETS[dataset_of(config)]
-    steps = ASSUMED_VALIDATIONS * data.val_every
-    passes = ASSUMED_VALIDATIONS + 2
+    validations = ASSUMED_VALIDATIONS_OF.get(model_of(config), ASSUMED_VALIDATIONS)
+    steps = min(validations * data.val_every, max_steps(data))
+    passes = steps // data.val_every + 2
     if device == "cpu":
-        return (steps * step_macs(config) + passes * eval_macs(config)) / cpu_macs_per_s()
+        slowdown = CPU_SLOWDOWN.get(model_of(config), 1.0)
+        return (steps * step_macs(config) * slowdown + passes * eval_macs(config)) / cpu_macs_per_s()
     step = max(H200_STEP_FLOOR_S, step_macs(config) / H200_MACS_PER_S)
     batches = math.ceil(data.users / H200_EVAL_BATCH)
     evaluation = max(batches * H200_EVAL_BATCH_FLOOR_S, eval_macs(config) / H200_MACS_PER_S)
@@ -197,10 +230,15 @@ def assumptions() -> list[str]:
     return [
         f"Estimated time to converge = {ASSUMED_VALIDATIONS} validation intervals of training (as `lru_ml1m` took "
         f"here: its best validation the 30th, then early stopping's 10; the other cells are assumed alike) plus "
-        f"{ASSUMED_VALIDATIONS + 1} validations and a test, each pass over every user.",
+        f"{ASSUMED_VALIDATIONS + 1} validations and a test, each pass over every user; BERT4Rec "
+        f"{ASSUMED_VALIDATIONS_OF['bert4rec']} intervals (its cloze task labels {MASK_PROB:.0%} of the positions, so "
+        "about 1/0.2 as many steps as SASRec's best at step 9,500 on ML-1M; BERT4Rec is known to need long training), "
+        f"capped by the protocol's {MAX_EPOCHS} epochs (ML-1M: 28,000 steps); on the CPU its steps' MACs count "
+        f"{CPU_SLOWDOWN['bert4rec']}× (measured beside SASRec's).",
         "Work per step: 3 × (batch × max_len tokens × the encoder's MACs per token (PROTOCOLS.md §7.1, d 64, 2 blocks) "
         "+ labelled positions × scored items × d), labelled positions = batch × min(max_len, mean length − 2) from "
-        "Table 2, or batch for the cells trained on prefixes (NARM, FMLP-Rec: one label per example); scored items = "
+        "Table 2, or batch for the cells trained on prefixes (NARM, FMLP-Rec: one label per example), or a fifth of "
+        "the window's positions for BERT4Rec (its masked positions); scored items = "
         "the catalogue (full softmax), or 101 for XLong (the paper's sampled loss, `loss: sampled_ce`); evaluation "
         "scores the catalogue (XLong: 10,001 candidates).",
         "The GRU cells (GRU4Rec, NARM) run their recurrence step by step, well below the calibrated rate on a CPU, and "

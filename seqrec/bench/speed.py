@@ -4,7 +4,8 @@ LRURec code side by side, and the time to RecBole's 3-epoch SASRec figure.
     python -m seqrec bench speed [--threads 1] [--repeats 5] [--steps 5] [--warmup 2]
         [--official-lrurec DIR] [--out results/BENCHMARKS.md]
         [--ml1m-data ml-1m-lrurec | JSON] [--ml100k-data JSON] [--set KEY=VALUE ...]
-        [--parts matmul,train,eval,official,fit] [--matmul-size 2048] [--loss-shape 16384x64x3417]
+        [--parts matmul,train,eval,official,fit] [--models SASRec,BERT4Rec] [--matmul-size 2048]
+        [--loss-shape 16384x64x3417]
         [--fit-epochs 30]
 
 One section, "Speed", in ``--out``; every figure is the median of ``--repeats`` runs with (min–max):
@@ -12,7 +13,8 @@ One section, "Speed", in ``--out``; every figure is the median of ``--repeats`` 
 1. **Arithmetic limit**: ``torch.mm`` into a preallocated output, fp32 and bf16, at ``--threads``, on a
    large square product and on the next-item loss's product (P positions × d)·(d × N+1), in G
    multiply-adds/s (1 MAC = 2 FLOP).
-2. **Training step** of ``sasrec_ml1m`` and ``lru_ml1m`` (ML-1M as LRURec ships it, ``--ml1m-data``) and
+2. **Training step** of ``sasrec_ml1m``, ``lru_ml1m`` and ``bert4rec_ml1m`` (ML-1M as LRURec ships it,
+   ``--ml1m-data``; BERT4Rec's batches are cloze windows, its tokens/s the masked positions) and
    ``mlp4rec_ml100k`` (``--ml100k-data``, default the config's own source), each in fp32 and under
    ``--trainer.precision bf16-mixed``: the config's ``training_step`` (forward + loss) inside the trainer's
    precision context, backward, the config's gradient clipping and the optimiser step, on batches from the
@@ -21,7 +23,7 @@ One section, "Speed", in ``--out``; every figure is the median of ``--repeats`` 
    gives the step's arithmetic limit MACs / (best measured rate of the row's dtype) and the ratio
    step / limit.
 3. **Full-ranking validation** on ML-1M: ``NextItemTask.ranks`` over the whole validation loader (loader
-   included) under ``torch.inference_mode``, for LRURec and SASRec.
+   included) under ``torch.inference_mode``, for LRURec, SASRec and BERT4Rec.
 4. **The official LRURec code** (``--official-lrurec DIR``, a checkout of github.com/yueqirex/LRURec; its
    ``model/lru.py`` is imported at run time, nothing of it is copied): its ``LRU(args)`` at our config's
    size, trained as its ``trainer/lru.py`` does (``model(seqs)[0]``, ``CrossEntropyLoss(ignore_index=0)``
@@ -80,8 +82,9 @@ TO_TARGET_CALLBACKS = [
 ]
 TARGET_SHARE = 0.05
 # (label, config, data key): the training rows; the validation rows are the ML-1M ones.
-TRAIN_ROWS = (("SASRec", "sasrec_ml1m", "ml1m"), ("LRURec", "lru_ml1m", "ml1m"), ("MLP4Rec", "mlp4rec_ml100k", "ml100k"))
-EVAL_ROWS = (("LRURec", "lru_ml1m"), ("SASRec", "sasrec_ml1m"))
+TRAIN_ROWS = (("SASRec", "sasrec_ml1m", "ml1m"), ("LRURec", "lru_ml1m", "ml1m"), ("BERT4Rec", "bert4rec_ml1m", "ml1m"),
+              ("MLP4Rec", "mlp4rec_ml100k", "ml100k"))
+EVAL_ROWS = (("LRURec", "lru_ml1m"), ("SASRec", "sasrec_ml1m"), ("BERT4Rec", "bert4rec_ml1m"))
 PRECISIONS = ("fp32", "bf16-mixed")
 FIT_CONFIG = "sasrec_ml100k"
 OFFICIAL_CONFIG = "lru_ml1m"
@@ -708,6 +711,9 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--set", dest="settings", type=_setting, action="append", default=[], metavar="KEY=VALUE",
                         help="add --KEY VALUE to every build (repeatable), e.g. data.max_len=10")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    parser.add_argument("--models", default=None,
+                        help=f"comma-separated training and validation rows to measure (default all: "
+                             f"{','.join(dict.fromkeys(label for label, *_ in (*TRAIN_ROWS, *EVAL_ROWS)))})")
     parser.add_argument("--matmul-size", type=int, default=2048, help="side of the square product")
     parser.add_argument("--loss-shape", type=_shape, default=(16384, 64, 3417), help="the loss product MxKxN")
     parser.add_argument("--matmul-seconds", type=float, default=0.2, help="least seconds per matmul run")
@@ -779,11 +785,16 @@ def main(argv: list[str] | None = None) -> str:
         note(f"skipped {line}")
     results: dict[str, Any] = {}
     prepared: dict[str, dict[str, Any]] = {}
+    chosen = set(args.models.split(",")) if args.models else None
+    train_rows = [row for row in TRAIN_ROWS if chosen is None or row[0] in chosen]
+    eval_rows = [row for row in EVAL_ROWS if chosen is None or row[0] in chosen]
     needed = []  # (config, data key) whose data the measured parts read: prepared first, in a child each
     if "train" in parts:
-        needed += [(config, key) for _, config, key in TRAIN_ROWS]
-    if "eval" in parts or "official" in parts:
-        needed += [(config, "ml1m") for _, config in EVAL_ROWS]
+        needed += [(config, key) for _, config, key in train_rows]
+    if "eval" in parts:
+        needed += [(config, "ml1m") for _, config in eval_rows]
+    if "official" in parts:
+        needed.append((OFFICIAL_CONFIG, "ml1m"))
     if "fit" in parts:
         needed.append((FIT_CONFIG, "ml100k"))
     for config, key in dict.fromkeys(needed):
@@ -799,7 +810,7 @@ def main(argv: list[str] | None = None) -> str:
         note("matmul: " + ", ".join(f"{k} {_median(v):,.1f} G MACs/s" for k, v in results["matmul"]["gmacs_per_s"].items()))
     if "train" in parts:
         results["train"] = {}
-        for label, config, key in TRAIN_ROWS:
+        for label, config, key in train_rows:
             if key not in data_args:
                 continue
             for precision in PRECISIONS:
@@ -810,7 +821,7 @@ def main(argv: list[str] | None = None) -> str:
                 note(f"train {label} {precision}: {_median(row['ms_per_step']):,.1f} ms/step")
     if "eval" in parts and "ml1m" in data_args:
         results["eval"] = {}
-        for label, config in EVAL_ROWS:
+        for label, config in eval_rows:
             row = run_forked(phase_eval, {**base, "label": f"eval {label}", "args": build_args(config, "ml1m")})
             results["eval"][label] = row
             note(f"validation {label}: {_median(row['seconds']):,.2f} s/pass")

@@ -21,17 +21,20 @@ def left_pad(values: np.ndarray, length: int) -> np.ndarray:
     return out
 
 
-def lrurec_windows(start: np.ndarray, stop: np.ndarray, max_len: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+def lrurec_windows(
+    start: np.ndarray, stop: np.ndarray, max_len: int, step: int, min_length: int = 2
+) -> tuple[np.ndarray, np.ndarray]:
     """Training spans as LRURec cuts them (its ``sliding_window_size`` = step / max_len).
 
     A sequence of length n < max_len + step is one span (the whole sequence); a longer one is cut into
     spans of max_len counted back from the end, ``[n-max_len, n), [n-max_len-step, n-step), ...`` while
     the start stays >= 0 (a leftover head shorter than a window is dropped, as in the official code).
-    Spans of length < 2 hold no (input, label) pair and are skipped.
+    Spans shorter than ``min_length`` are skipped: 2 for shifted windows (a shorter one holds no (input, label)
+    pair), 1 for cloze windows (one event can be masked and predicted, as the PyTorch BERT4Rec loader keeps it).
     """
     starts, stops = [], []
     lengths = stop - start
-    short = (lengths < max_len + step) & (lengths >= 2)
+    short = (lengths < max_len + step) & (lengths >= min_length)
     starts.append(start[short])
     stops.append(stop[short])
     for s, e in zip(start[lengths >= max_len + step], stop[lengths >= max_len + step]):
@@ -129,9 +132,11 @@ class EvalQueries(Dataset):
 
 
 def training_spans(split: Split, max_len: int, mode: str, window_step: int) -> tuple[np.ndarray, np.ndarray]:
-    """Spans of the training part of every user, cut by ``mode``."""
+    """Spans of the training part of every user, cut by ``mode`` ("cloze": LRURec's windows, one event kept)."""
     if mode == "windows":
         return lrurec_windows(split.train_start, split.train_stop, max_len, window_step)
+    if mode == "cloze":
+        return lrurec_windows(split.train_start, split.train_stop, max_len, window_step, min_length=1)
     if mode == "prefix":
         return prefixes(split.train_start, split.train_stop)
-    raise ValueError(f"train_mode must be 'windows' or 'prefix', got {mode!r}")
+    raise ValueError(f"train_mode must be 'windows', 'prefix' or 'cloze', got {mode!r}")

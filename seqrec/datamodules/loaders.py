@@ -74,11 +74,15 @@ class EpochShuffle(DistributedSampler):
     A ``DistributedSampler`` (so Lightning keeps it under several processes and calls ``set_epoch``),
     also used in one process. ``resume(epoch, batches)`` makes the next iteration of that epoch skip its
     first ``batches`` batches of ``batch_size`` (the ones a checkpoint says were trained on).
+    ``keyed``: yield ``(seed + epoch, index)`` instead of ``index``, for a dataset whose examples are drawn anew
+    each epoch from that key alone (``seqrec.data.cloze.ClozeExamples``: exact on resume, whatever the workers).
     """
 
-    def __init__(self, dataset: Dataset, batch_size: int, num_replicas: int = 1, rank: int = 0, seed: int = 0) -> None:
+    def __init__(self, dataset: Dataset, batch_size: int, num_replicas: int = 1, rank: int = 0, seed: int = 0,
+                 keyed: bool = False) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed, drop_last=False)
         self.batch_size = batch_size
+        self.keyed = keyed
         self._resume: tuple[int, int] | None = None
 
     def resume(self, epoch: int, batches: int) -> None:
@@ -86,7 +90,7 @@ class EpochShuffle(DistributedSampler):
         self.set_epoch(epoch)
         self._resume = (epoch, batches)
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[int | tuple[int, int]]:
         indices = list(super().__iter__())  # randperm(seed + epoch), padded to a multiple of W, every W-th from rank
         skip = 0
         if self._resume is not None:
@@ -94,6 +98,8 @@ class EpochShuffle(DistributedSampler):
             self._resume = None
             if epoch == self.epoch:
                 skip = batches * self.batch_size
+        if self.keyed:
+            return iter([(self.seed + self.epoch, index) for index in indices[skip:]])
         return iter(indices[skip:])
 
 
@@ -163,11 +169,12 @@ class SplitLoaders:
         )
 
     def train_dataloader(self) -> DataLoader:
-        """Training examples in the seeded, resumable order of ``EpochShuffle``."""
+        """Training examples in the seeded, resumable order of ``EpochShuffle`` (keyed by epoch where the dataset asks)."""
         trainer = self._trainer()
         world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
         seed = run_seed()
-        sampler = EpochShuffle(self.datasets["train"], self.batch_size, num_replicas=world, rank=rank, seed=seed)
+        keyed = bool(getattr(self.datasets["train"], "keyed_by_epoch", False))  # cloze masks drawn per (seed + epoch, i)
+        sampler = EpochShuffle(self.datasets["train"], self.batch_size, num_replicas=world, rank=rank, seed=seed, keyed=keyed)
         return ResumableLoader(
             self.datasets["train"],
             sampler,

@@ -10,6 +10,7 @@ import lightning as L
 import numpy as np
 
 from seqrec.data.array_cache import resolve_cache_dir
+from seqrec.data.cloze import ClozeExamples, Replacement
 from seqrec.data.examples import EvalQueries, TrainExamples, training_spans
 from seqrec.data.features import ItemFeatures, ItemFeatureSource, load_item_features
 from seqrec.data.interactions import Source
@@ -70,7 +71,13 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         split: "leave_last_out" (per user: last event tests, the one before validates) or "temporal"
             (global time cuts, ``seqrec.data.temporal``: train before the cut, test on the final days).
         temporal: the temporal split's windows and options (used when split="temporal").
-        train_mode: "windows" (labels at every position, LRURec/SASRec) or "prefix" (one example per prefix).
+        train_mode: "windows" (labels at every position, LRURec/SASRec), "prefix" (one example per prefix) or
+            "cloze" (BERT4Rec: LRURec's windows of max_len events, positions masked with ``mask_prob``, labels at the
+            masked positions only, ``seqrec.data.cloze``; a query then reads ``max_len - 1`` events, the model
+            appending its ``[mask]``).
+        mask_prob: in "cloze" mode, the probability that a position is masked (LRURec's ``bert_mask_prob`` 0.2).
+        mask_replacement: in "cloze" mode, "bert" (a masked input is [mask] 80 %, a random item 10 %, unchanged
+            10 %: the PyTorch BERT4Rec code) or "mask" (always [mask]: the original TensorFlow scripts).
         window_step: stride between windows of a long sequence (default max_len: non-overlapping).
         label_first: in "windows" mode, keep the label that faces a padding input (LRURec does).
         eval_negatives: None ranks the full catalogue; N ranks the target against N frozen sampled negatives.
@@ -98,7 +105,9 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         max_len: int = 50,
         split: Literal["leave_last_out", "temporal"] = "leave_last_out",
         temporal: TemporalSplit = DEFAULT_TEMPORAL,
-        train_mode: Literal["windows", "prefix"] = "windows",
+        train_mode: Literal["windows", "prefix", "cloze"] = "windows",
+        mask_prob: float = 0.2,
+        mask_replacement: Replacement = "bert",
         window_step: int | None = None,
         label_first: bool = True,
         eval_negatives: int | None = None,
@@ -116,6 +125,10 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         super().__init__()
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
+        if train_mode == "cloze" and max_len < 2:
+            raise ValueError(f"train_mode cloze needs max_len >= 2 (one event and the [mask] of a query), got {max_len}")
+        if not 0.0 < mask_prob <= 1.0:
+            raise ValueError(f"mask_prob must be in (0, 1], got {mask_prob}")
         if eval_negatives is not None and eval_negatives < 1:
             raise ValueError(f"eval_negatives must be None (full ranking) or >= 1, got {eval_negatives}")
         if negatives_storage not in ("frozen", "generated"):
@@ -133,6 +146,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
             raise ValueError(f"split must be 'leave_last_out' or 'temporal', got {split!r}")
         self.split_kind, self.temporal = split, temporal
         self.train_mode = train_mode
+        self.mask_prob, self.mask_replacement = mask_prob, mask_replacement
         self.window_step = window_step or max_len
         self.label_first = label_first
         self.eval_negatives = eval_negatives
@@ -168,6 +182,15 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         return {} if self.item_features is None else self.item_features.tensors()
 
     @property
+    def history_len(self) -> int:
+        """Events a query reads: ``max_len``, or ``max_len - 1`` in "cloze" mode (the model appends its [mask] token).
+
+        The evaluation windows, ``seqrec.load_run`` (``recommend``, ``predict``) and ``seqrec serve`` all read it,
+        so they give a model the same history and mask the same items.
+        """
+        return self.max_len - 1 if self.train_mode == "cloze" else self.max_len
+
+    @property
     def split(self) -> Split:
         """The split of ``sequences`` (leave-last-out, or temporal by global time cuts)."""
         if self._split is None:
@@ -195,7 +218,11 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         start, stop = training_spans(split, self.max_len, self.train_mode, self.window_step)
         if len(start) == 0:
             raise ValueError("the training split is empty: every user has fewer than 2 training events")
-        self.datasets["train"] = TrainExamples(items, start, stop, self.max_len, self.train_mode, self.label_first)
+        if self.train_mode == "cloze":
+            self.datasets["train"] = ClozeExamples(items, start, stop, self.max_len, self.num_items, self.mask_prob,
+                                                   self.mask_replacement)
+        else:
+            self.datasets["train"] = TrainExamples(items, start, stop, self.max_len, self.train_mode, self.label_first)
         counts = np.bincount(items[split.train_mask()], minlength=self.num_items + 1)
         self.train_item_counts = counts  # (N + 1,) events per item in the training part
         for name, examples in (("valid", split.valid), ("test", split.test)):
@@ -214,7 +241,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
                     tag=f"{self.source.fingerprint()}|{self.preprocessing.key()}|{name}",
                     counts=counts,
                 )
-            self.datasets[name] = EvalQueries(items, examples, self.max_len, negatives, longest_first=True)
+            self.datasets[name] = EvalQueries(items, examples, self.history_len, negatives, longest_first=True)
         log.info(
             "%s: %s; %d training examples, %d validation and %d test queries",
             self.source.describe(), self.sequences.summary(), len(start), len(split.valid), len(split.test),

@@ -4,7 +4,8 @@
   item table) and its ``causal`` flag;
 - optional capabilities a task asks for with ``isinstance`` (``typing.Protocol``, runtime-checkable):
   ``ItemFeatureConsumer`` (item-feature tables), ``CountingRecommender`` (fitted by counting, no gradient),
-  ``RecurrentRecommender`` (O(1)-state inference event by event);
+  ``RecurrentRecommender`` (O(1)-state inference event by event), ``ClozeRecommender`` (trained on masked items,
+  queried with a ``[mask]`` token appended: BERT4Rec);
 - cost hooks the MACs and memory callbacks read: ``DeclaresMACs``, ``DeclaresStateBytes``,
   ``DeclaresKeptLengths``, ``DeclaresRequestMACs`` (conventions: ``seqrec.cost.flops``, ``seqrec.cost.state``);
 - ``CTRBackbone``: the abstract base of CTR models (history and targets in, click logits out, a stored state);
@@ -27,6 +28,7 @@ from seqrec.models.ctr.state import Compressor, KVState, LayerCache, LayerTrace,
 
 __all__ = [
     "CTRBackbone",
+    "ClozeRecommender",
     "Compressor",
     "CountingRecommender",
     "DeclaresKeptLengths",
@@ -165,6 +167,18 @@ class RecurrentRecommender(Protocol):
     def prefill(self, items: Tensor) -> tuple[RecurrentState, Tensor]:
         """A left-padded history (B, L) at once -> (state after position L-1, hidden (B, L, d))."""
         ...
+
+
+@runtime_checkable
+class ClozeRecommender(Protocol):
+    """A next-item model trained by the cloze objective (BERT4Rec): some input positions hold the ``[mask]`` token
+    (id ``mask_token`` = num_items + 1, never a label or a candidate) and the loss is taken at those positions only.
+
+    Its inputs may contain ``mask_token``; the task refuses training windows that are not masked (``data.train_mode:
+    cloze``), and a query reads ``max_len - 1`` history events because ``last_hidden`` appends the ``[mask]`` itself.
+    """
+
+    mask_token: int
 
 
 # --- cost hooks (seqrec.cost, the MACs and memory callbacks) -----------------------------------------------

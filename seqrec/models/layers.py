@@ -23,7 +23,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-ACTIVATIONS: dict[str, type[nn.Module]] = {"gelu": nn.GELU, "relu": nn.ReLU}
+
+class TanhGELU(nn.GELU):
+    """GELU with the tanh approximation, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): BERT's, and the PyTorch
+    BERT4Rec code's (its own ``GELU`` module computes this formula)."""
+
+    def __init__(self) -> None:
+        super().__init__(approximate="tanh")
+
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"gelu": nn.GELU, "gelu_tanh": TanhGELU, "relu": nn.ReLU}
 MASK_LEVELS = 32768  # dropout masks are drawn as 15-bit integers: p is realised to within 1/65536
 
 

@@ -8,7 +8,7 @@ reads the user's item history (``window`` newest items, the store keeps them for
 | adapter            | models                                  | stored state                  | an event costs          |
 |--------------------|-----------------------------------------|-------------------------------|-------------------------|
 | ``recurrent``      | LRURec, GRU4Rec (``RecurrentRecommender``) | per-layer state + last output | O(1): one ``step``      |
-| ``recompute``      | SASRec, EvoRNN, MLP4Rec, NARM, FMLP-Rec, any other | nothing (the newest max_len items) | a query re-encodes the window |
+| ``recompute``      | SASRec, BERT4Rec, EvoRNN, MLP4Rec, NARM, FMLP-Rec, any other | nothing (the newest max_len items) | a query re-encodes the window |
 | ``ctr-recurrent``  | CTRLRU                                  | per-layer state + last output | O(1): one ``step``      |
 | ``kv-cache``       | CTRTransformer, a compression wrapper at 100% | per-layer keys/values   | O(L): one token appended |
 | ``kv-compressed``  | a compression wrapper below 100%        | the compressed keys/values    | O(L²): the window re-encoded and compressed |
@@ -26,7 +26,9 @@ exact state is the window itself. GRU4Rec's step is exact (``GRU4Rec.step``); Ev
 distance from the newest event, so it cannot be a fixed-size recurrence and is recomputed. NARM's local encoder
 re-weights every past GRU state with a query from the newest one (an exact state would hold all of them), and
 FMLP-Rec's filter is a circular convolution over the padded window (every position changes with each event): both
-recompute; the window handed to FMLP-Rec is always max_len wide, as in training.
+recompute; the window handed to FMLP-Rec is always max_len wide, as in training. BERT4Rec is
+bidirectional (every position changes with each event) and reads the newest max_len − 1 events followed by its
+``[mask]`` (``run.max_len`` is the data's ``history_len``), as the evaluation does.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import Metric
 
-from seqrec.models.base import ItemFeatureConsumer
+from seqrec.models.base import ClozeRecommender, ItemFeatureConsumer
 from seqrec.tasks.optim import build_optimizer
 
 
@@ -54,14 +54,16 @@ class RecommendationTask(L.LightningModule):
         return build_optimizer(self.model.named_parameters(), **self.optimizer_settings)
 
     # --- checks and the data binding ------------------------------------------------------------
-    def check_ids(self, *tensors: Tensor) -> None:
-        """ValueError when an item id falls outside the model's vocabulary 0..num_items (0 = padding)."""
+    def check_ids(self, *tensors: Tensor, inputs: bool = False) -> None:
+        """ValueError when an item id falls outside the model's vocabulary 0..num_items (0 = padding); ``inputs``
+        also admits a cloze model's ``[mask]`` id num_items + 1 (model inputs, never labels or candidates)."""
         n = self.model.num_items
+        top = n + 1 if inputs and isinstance(self.model, ClozeRecommender) else n
         for t in tensors:
-            if t.numel() and (int(t.min()) < 0 or int(t.max()) > n):
+            if t.numel() and (int(t.min()) < 0 or int(t.max()) > top):
                 raise ValueError(
                     f"item id out of range: found ids {int(t.min())}..{int(t.max())} but the model's "
-                    f"vocabulary is 0..{n} (0 = padding). The model's num_items must equal the data's."
+                    f"vocabulary is 0..{top} (0 = padding). The model's num_items must equal the data's."
                 )
 
     def bind_data(self, datamodule: L.LightningDataModule) -> None:
@@ -72,6 +74,17 @@ class RecommendationTask(L.LightningModule):
             raise ValueError(
                 f"the data has {data_items} items but the model was built for {model_items}: "
                 "leave the model's num_items unset so the CLI links it from the data"
+            )
+        cloze_data = getattr(datamodule, "train_mode", None) == "cloze"
+        if isinstance(self.model, ClozeRecommender) and not cloze_data:
+            raise ValueError(
+                f"{type(self.model).__name__} is trained by the cloze objective (masked items) but the data's "
+                f"train_mode is {getattr(datamodule, 'train_mode', None)!r}: set data.init_args.train_mode: cloze"
+            )
+        if cloze_data and not isinstance(self.model, ClozeRecommender):
+            raise ValueError(
+                f"data.init_args.train_mode cloze masks items with a [mask] token that {type(self.model).__name__} "
+                "does not have: use train_mode windows (or prefix), or a cloze model (BERT4Rec)"
             )
         if isinstance(self.model, ItemFeatureConsumer):
             # feature models (MLP4Rec) hold the item-feature tables as buffers, copied once from the data

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from seqrec.metrics.ranking import RankingMetrics, rank_of_target
-from seqrec.models.base import CountingRecommender, SequenceRecommender
+from seqrec.models.base import ClozeRecommender, CountingRecommender, SequenceRecommender
 from seqrec.tasks.base import RecommendationTask
 from seqrec.tasks.catalogue import catalogue_scan
 from seqrec.tasks.losses import fused_cross_entropy, sampled_cross_entropy
@@ -23,7 +23,8 @@ class NextItemTask(RecommendationTask):
     """Trains a next-item ``model`` and evaluates it by ranking.
 
     Loss "ce": full-softmax cross-entropy over the catalogue at every labelled position
-    (LRURec, and SASRec under LRURec's protocol); the padding column is excluded from the softmax. By
+    (LRURec, and SASRec under LRURec's protocol; for a cloze model, BERT4Rec, the masked positions: the others
+    carry label 0); the padding column is excluded from the softmax. By
     default it is fused with the output projection in chunks of ``ce_chunk_rows`` labelled positions
     (``seqrec.tasks.losses``: same loss and gradients, never the whole logits); ``ce_chunk_rows: null``
     runs the plain reference path.
@@ -71,18 +72,23 @@ class NextItemTask(RecommendationTask):
     def loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
         """(training loss over the batch's labelled positions, their number P)."""
         items, labels = batch["items"], batch["labels"]  # (B, L), (B, L)
-        self.check_ids(items, labels)
-        if not self.model.causal and bool((labels[:, :-1] > 0).any()):
+        self.check_ids(items, inputs=True)
+        self.check_ids(labels)
+        # a cloze model's labelled positions hold [mask] (or a replacement) in the input: nothing later reveals them
+        if not self.model.causal and not isinstance(self.model, ClozeRecommender) and bool((labels[:, :-1] > 0).any()):
             raise ValueError(
                 "the model is not causal (each position sees later items) but the batch has labels before the "
                 "last position, which later inputs would reveal: use data.train_mode: prefix, or causal: true"
             )
         labelled = labels > 0  # (B, L)
-        if bool(labelled[:, :-1].any()):
+        # a cloze model's query appends its [mask]: its training positions are always read from forward
+        if bool(labelled[:, :-1].any()) or isinstance(self.model, ClozeRecommender):
             h = self.model(items)[labelled]  # (P, d) from hidden (B, L, d)
         else:  # one label per row, at the newest position (prefix training): only that position is computed
             h = self.model.query_hidden(items)[labelled[:, -1]]  # (P, d)
         y = labels[labelled]  # (P,)
+        if y.numel() == 0:  # no labelled position (a cloze batch may mask none): no loss, no gradient, not NaN
+            return h.sum() * 0.0, 0
         if self.loss_kind == "ce" and self.ce_chunk_rows is not None:
             loss = fused_cross_entropy(h, self.model.item_embeddings(), self.model.item_bias(), y,
                                        self.ce_chunk_rows, self.matmul_dtype())
@@ -112,7 +118,7 @@ class NextItemTask(RecommendationTask):
             return None
         loss, count = self.loss(batch)
         self.check_finite(loss)
-        self.log("train/loss", loss, prog_bar=True, batch_size=count)
+        self.log("train/loss", loss, prog_bar=True, batch_size=max(count, 1))
         return loss
 
     def macs_probe(self, batch: dict[str, Tensor], stage: str) -> Tensor | None:

@@ -38,8 +38,10 @@ def write_run(runs: Path, config: str, version: int = 0, status: str = "early_st
 def test_every_cell_has_a_shipped_config_and_the_papers_four_figures():
     assert CELLS[:12] == ["lru_ml1m", "sasrec_ml1m", "lru_beauty", "sasrec_beauty", "lru_video", "sasrec_video",
                           "lru_sports", "sasrec_sports", "lru_steam", "sasrec_steam", "lru_xlong", "sasrec_xlong"]
+    assert CELLS[12:18] == ["bert4rec_ml1m", "bert4rec_beauty", "bert4rec_video", "bert4rec_sports", "bert4rec_steam",
+                            "bert4rec_xlong"]
     baselines = {f"{m}_{d}" for m in ("gru4rec", "narm", "fmlprec") for d in ("ml1m", "beauty", "video", "sports", "steam")}
-    assert set(CELLS[12:]) == baselines
+    assert set(CELLS[18:]) == baselines
     assert set(CELLS) <= set(shipped_configs())
     for figures in PAPER.values():
         assert set(figures) == {"recall@10", "ndcg@10", "recall@20", "ndcg@20"}
@@ -54,7 +56,7 @@ def test_every_paper_figure_is_the_one_in_protocols_section_1_8():
         for value in figures.values():
             text = f"{value:.5f}".lstrip("0")
             assert text in numbers, (config, text)
-            if config.split("_", 1)[1] in ("video", "sports", "steam", "xlong"):  # the headers that carry figures
+            if config.split("_", 1)[1] in ("video", "sports", "steam", "xlong") or config.startswith("bert4rec"):
                 assert text in header, (config, text)
 
 
@@ -184,6 +186,7 @@ def test_public_command_names_the_shared_data_folder_by_its_variable():
 
 
 BASELINES = [f"{m}_{d}" for m in ("gru4rec", "narm", "fmlprec") for d in ("ml1m", "beauty", "video", "sports", "steam")]
+BERT4REC = [f"bert4rec_{d}" for d in ("ml1m", "beauty", "video", "sports", "steam", "xlong")]
 
 
 @pytest.mark.parametrize("config", BASELINES)
@@ -197,8 +200,20 @@ def test_baseline_cells_train_on_their_models_examples(config):
     assert parsed.trainer.callbacks[1].init_args.monitor == "val/recall@10"
 
 
+@pytest.mark.parametrize("config", BERT4REC)
+def test_bert4rec_cells_train_by_the_cloze_task(config):
+    """Each BERT4Rec cell: the model, cloze windows masked with probability 0.2 (80/10/10), its dataset's protocol."""
+    parsed = parse(["--config", config])
+    assert parsed.model.init_args.model.class_path == "seqrec.models.next_item.bert4rec.BERT4Rec"
+    data = parsed.data.init_args
+    assert (data.train_mode, data.mask_prob, data.mask_replacement) == ("cloze", 0.2, "bert")
+    assert data.max_len == repro.DATASETS[repro.dataset_of(config)].max_len
+    assert parsed.model.init_args.loss == ("sampled_ce" if config.endswith("xlong") else "ce")
+    assert parsed.trainer.callbacks[1].init_args.monitor == "val/recall@10"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("config", BASELINES)
+@pytest.mark.parametrize("config", BASELINES + BERT4REC)
 def test_baseline_cells_train_three_steps_on_real_ml1m(config, shared_data, tmp_path):
     """Every new cell end to end (build, 3 training steps, validation, test of the best checkpoint) with its
     dataset swapped for LRURec's ML-1M file (its protocol part's max_len and cadence kept)."""
@@ -213,5 +228,7 @@ def test_baseline_cells_train_three_steps_on_real_ml1m(config, shared_data, tmp_
         "--threads", "1",
     ])
     assert {"test/recall@10", "test/ndcg@10", "test/recall@20", "test/ndcg@20"} <= set(results)
+    if "cost/macs_hand_per_sequence" in results:  # a declared formula (BERT4Rec, NARM, FMLP-Rec) equals the count
+        assert results["cost/macs_hand_per_sequence"] == pytest.approx(results["cost/macs_per_sequence"], rel=0.01)
     summary = json.loads(next(tmp_path.glob(f"{config}/version_*/fit_summary.json")).read_text())
     assert summary["global_step"] == 3

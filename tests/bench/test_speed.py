@@ -95,14 +95,15 @@ def test_speed_smoke_every_table_with_the_official_code(tmp_path: Path) -> None:
         _positive_numbers(row[2:])
 
     train = _rows(body, TABLES[1])
-    assert [(r[0], r[2]) for r in train] == [(m, p) for m in ("SASRec", "LRURec", "MLP4Rec") for p in ("fp32", "bf16-mixed")]
+    assert [(r[0], r[2]) for r in train] == [(m, p) for m in ("SASRec", "LRURec", "BERT4Rec", "MLP4Rec")
+                                             for p in ("fp32", "bf16-mixed")]
     for row in train:
         _positive_numbers(row[3:])  # batch × L, ms, samples/s, tokens/s, RSS, MACs, limit, ratio
     checks = re.findall(rf"fused loss ({NUMBER}) G MACs (=|≠) plain loss ({NUMBER})", body)
-    assert len(checks) == 3 and all(sign == "=" for _, sign, _ in checks), checks  # FlopCounterMode sees the fused loss
+    assert len(checks) == 4 and all(sign == "=" for _, sign, _ in checks), checks  # FlopCounterMode sees the fused loss
 
     evaluation = _rows(body, TABLES[2])
-    assert [r[0] for r in evaluation] == ["LRURec", "SASRec"]
+    assert [r[0] for r in evaluation] == ["LRURec", "SASRec", "BERT4Rec"]
     for row in evaluation:
         _positive_numbers(row[2:])
 
@@ -146,3 +147,12 @@ def test_speed_arguments_fail_early(tmp_path: Path) -> None:
         speed.main(["--parts", "matmul,nonsense"])
     with pytest.raises(SystemExit):
         speed.main(["--set", "no-equals-sign"])
+
+
+def test_models_restricts_the_training_and_validation_rows(tmp_path: Path) -> None:
+    out = tmp_path / "speed.md"
+    speed.main(_tiny(_fixture(tmp_path), out, "--parts", "train,eval", "--models", "BERT4Rec,SASRec"))
+    body = _body(out)
+    assert [(r[0], r[2]) for r in _rows(body, TABLES[1])] == [(m, p) for m in ("SASRec", "BERT4Rec")
+                                                              for p in ("fp32", "bf16-mixed")]
+    assert [r[0] for r in _rows(body, TABLES[2])] == ["SASRec", "BERT4Rec"]

@@ -63,3 +63,11 @@ def test_loaders_leave_the_global_generator_alone_and_save_their_position():
     rest = [batch[0].tolist() for batch in again]
     train.sampler.set_epoch(2)
     assert rest == [batch[0].tolist() for batch in train][3:]
+
+
+def test_a_keyed_sampler_hands_each_example_the_epochs_seed():
+    data = TensorDataset(torch.arange(10))
+    plain, keyed = EpochShuffle(data, batch_size=3, seed=5), EpochShuffle(data, batch_size=3, seed=5, keyed=True)
+    assert order(keyed, 2) == [(7, i) for i in order(plain, 2)]
+    keyed.resume(2, 1)
+    assert list(keyed) == [(7, i) for i in order(plain, 2)[3:]]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from seqrec.data.examples import TrainExamples, training_spans
+from seqrec.data.examples import TrainExamples, left_pad, training_spans
 from seqrec.data.features import SourceItemFeatures
 from seqrec.data.preprocess import Preprocessing
 from seqrec.data.sources.movielens import ML100K_GENRES, MovieLens100K
@@ -74,12 +74,13 @@ def write_leak_fixture(root: Path, users: int = 40, seed: int = 0) -> tuple[Path
     return root, valid_cut
 
 
-@pytest.mark.parametrize("train_mode", ["windows", "prefix"])
+@pytest.mark.parametrize("train_mode", ["windows", "prefix", "cloze"])
 def test_no_training_tensor_ever_holds_an_event_at_or_after_the_cut(tmp_path, train_mode):
     root, valid_cut = write_leak_fixture(tmp_path / "ml")
     data = NextItemDataModule(
         MovieLens100K(root=str(root)), max_len=8, split="temporal",
         temporal=TemporalSplit(test_days=2, valid_days=3), train_mode=train_mode, batch_size=16,
+        mask_replacement="mask",  # cloze: no random replacement item (any catalogue item, the future ones too)
     )
     data.setup()
     raw = data.sequences.item_ids.astype(object)
@@ -89,6 +90,7 @@ def test_no_training_tensor_ever_holds_an_event_at_or_after_the_cut(tmp_path, tr
     for batch in data.train_dataloader():
         for key in ("items", "labels"):
             seen |= set(batch[key].unique().tolist())
+    seen -= {data.num_items + 1} if train_mode == "cloze" else set()  # the [mask] token
     assert seen & future == set()
     assert len(seen - {0}) == 100  # every past movie is used
     # and the evaluation targets are exactly the future events, each query's history ends before it
@@ -226,3 +228,43 @@ def test_memory_mapped_sequences_give_the_same_batches(ml100k_root):
         for i in (0, len(a) // 2, len(a) - 1):
             for key, value in a[i].items():
                 assert (value == b[i][key]).all(), (name, i, key)
+
+
+def test_cloze_mode_masks_whole_windows_and_queries_leave_a_slot_for_the_mask(ml100k_root):
+    data = NextItemDataModule(MovieLens100K(root=str(ml100k_root)), max_len=10, train_mode="cloze", mask_prob=0.3,
+                              batch_size=16)
+    data.setup()
+    assert data.history_len == 9
+    split, items = data.split, data.sequences.items
+    start, stop = training_spans(split, 10, "cloze", 10)
+    train = data.datasets["train"]
+    assert len(train) == len(start) >= len(training_spans(split, 10, "windows", 10)[0])  # one-event spans kept
+    example = train[(7, 0)]
+    window = items[start[0]:stop[0]][-10:]  # the span itself, not shifted: the masked positions are the targets
+    labelled = example["labels"].numpy() > 0
+    padded = left_pad(window, 10)
+    assert labelled.any() and (example["labels"].numpy()[labelled] == padded[labelled]).all()
+    query = data.datasets["test"][0]
+    assert query["items"].shape == (9,)  # max_len - 1 events; the model appends [mask]
+    index = int(query["index"])
+    assert query["items"].tolist() == left_pad(items[split.test.start[index]:split.test.stop[index]], 9).tolist()
+
+
+def test_cloze_batches_resume_mid_epoch_exactly(ml100k_root, monkeypatch):
+    """Masks and order come from (seed + epoch, example): a resumed epoch yields exactly the remaining batches."""
+    monkeypatch.setenv("PL_GLOBAL_SEED", "3")
+    data = NextItemDataModule(MovieLens100K(root=str(ml100k_root)), max_len=10, train_mode="cloze", batch_size=8)
+    data.setup()
+    loader = data.train_dataloader()
+    loader.sampler.set_epoch(2)
+    whole = list(loader)
+    resumed = data.train_dataloader()
+    resumed.load_state_dict({"epoch": 2, "batches": 3})
+    rest = list(resumed)
+    assert len(rest) == len(whole) - 3
+    for a, b in zip(whole[3:], rest, strict=True):
+        assert torch.equal(a["items"], b["items"]) and torch.equal(a["labels"], b["labels"])
+    loader.sampler.set_epoch(3)
+    assert not torch.equal(next(iter(loader))["labels"], whole[0]["labels"])  # each epoch masks afresh
+    with pytest.raises(ValueError, match="mask_prob"):
+        NextItemDataModule(MovieLens100K(root=str(ml100k_root)), train_mode="cloze", mask_prob=0.0)

@@ -18,6 +18,7 @@ import seqrec.models.base as base
 from seqrec.compress import METHODS, CompressedCTR, build
 from seqrec.models.ctr.lru import CTRLRU
 from seqrec.models.ctr.transformer import CTRTransformer
+from seqrec.models.next_item.bert4rec import BERT4Rec
 from seqrec.models.next_item.evornn import EvoRNN
 from seqrec.models.next_item.fmlprec import FMLPRec
 from seqrec.models.next_item.gru4rec import GRU4Rec
@@ -27,7 +28,8 @@ from seqrec.models.next_item.narm import NARM
 from seqrec.models.next_item.popularity import Popularity
 from seqrec.models.next_item.sasrec import SASRec
 
-PROTOCOLS = (base.ItemFeatureConsumer, base.CountingRecommender, base.RecurrentRecommender, base.DeclaresMACs,
+PROTOCOLS = (base.ItemFeatureConsumer, base.CountingRecommender, base.RecurrentRecommender, base.ClozeRecommender,
+             base.DeclaresMACs,
              base.DeclaresStateBytes, base.DeclaresKeptLengths, base.DeclaresRequestMACs)
 
 
@@ -36,6 +38,7 @@ def models() -> dict[str, nn.Module]:
     transformer = CTRTransformer(num_items=20, max_len=8, d_model=8, num_layers=1, num_heads=2)
     return {
         "SASRec": SASRec(num_items=20, max_len=8, d_model=8),
+        "BERT4Rec": BERT4Rec(num_items=20, max_len=8, d_model=8),
         "LRURec": LRURec(num_items=20, d_model=8),
         "GRU4Rec": GRU4Rec(num_items=20, d_model=8, hidden_size=8),
         "EvoRNN": EvoRNN(num_items=20, max_len=8, d_model=8),
@@ -54,7 +57,8 @@ EXPECTED = {
     base.ItemFeatureConsumer: {"MLP4Rec"},
     base.CountingRecommender: {"Popularity"},
     base.RecurrentRecommender: {"LRURec", "GRU4Rec"},
-    base.DeclaresMACs: {"EvoRNN", "FMLPRec", "NARM", "CTRTransformer", "CTRLRU"},
+    base.ClozeRecommender: {"BERT4Rec"},
+    base.DeclaresMACs: {"BERT4Rec", "EvoRNN", "FMLPRec", "NARM", "CTRTransformer", "CTRLRU"},
     base.DeclaresStateBytes: {"LRURec", "CTRTransformer", "CTRLRU", "SnapKV"},
     base.DeclaresKeptLengths: {"CTRTransformer", "CTRLRU", "SnapKV"},
     base.DeclaresRequestMACs: {"CTRTransformer", "CTRLRU", "SnapKV"},
@@ -95,12 +99,12 @@ def test_implementations_accept_the_declared_signatures(protocol):
 
 
 def test_causal_flags():
-    """``causal`` False means a position may see later items: MLP4Rec's official (unmasked) mixer and FMLP-Rec's
-    filter (a circular convolution over the whole window)."""
+    """``causal`` False means a position may see later items: BERT4Rec (bidirectional attention), MLP4Rec's official
+    (unmasked) mixer and FMLP-Rec's filter (a circular convolution over the whole window)."""
     found = models()
     for name in ("SASRec", "LRURec", "GRU4Rec", "EvoRNN", "NARM", "Popularity"):
         assert found[name].causal is True, name
-    assert found["FMLPRec"].causal is False
+    assert found["FMLPRec"].causal is False and found["BERT4Rec"].causal is False
     assert found["MLP4Rec"].causal is False and MLP4Rec.causal is False
     assert MLP4Rec(num_items=20, max_len=8, d_model=8, num_layers=1, causal=True).causal is True
 
@@ -112,8 +116,8 @@ def test_every_next_item_model_in_the_package_is_a_sequence_recommender():
         if info.name.startswith("seqrec.models.next_item."):
             classes |= {cls for cls in vars(module).values() if inspect.isclass(cls) and cls.__module__ == info.name
                         and issubclass(cls, base.SequenceRecommender)}
-    assert {c.__name__ for c in classes} == {"SASRec", "LRURec", "GRU4Rec", "EvoRNN", "MLP4Rec",
-                                                 "FMLPRec", "NARM", "Popularity"}
+    assert {c.__name__ for c in classes} == {"SASRec", "BERT4Rec", "LRURec", "GRU4Rec", "EvoRNN", "MLP4Rec",
+                                             "FMLPRec", "NARM", "Popularity"}
 
 
 def test_ctr_models_and_wrappers_are_ctr_backbones():

@@ -2,6 +2,7 @@
 
 - ``lru`` / ``sasrec``: ``lru_interactions.yaml`` / ``sasrec_interactions.yaml`` on a CSV of text ids (``alice``,
   ``m7``), max_len 50 (every history fits the window: served equals offline exactly);
+- ``bert4rec``: the SASRec config with BERT4Rec and cloze training (queries of 49 events + [mask]);
 - ``ctr``: ``ctr_transformer_ml1m.yaml`` on a SASRec-format ``user item`` text file (integer ids), max_len 8, so
   histories (20 events) slide past the window.
 """
@@ -21,6 +22,9 @@ SMALL = ["--trainer.max_epochs", "1", "--threads", "1", "--trainer.enable_progre
 CONFIGS = {
     "lru": ("lru_interactions.yaml", "events.csv", ["--data.init_args.max_len", "50"]),
     "sasrec": ("sasrec_interactions.yaml", "events.csv", ["--data.init_args.max_len", "50"]),
+    "bert4rec": ("sasrec_interactions.yaml", "events.csv", [
+        "--data.init_args.max_len", "50", "--model.init_args.model", "seqrec.models.next_item.bert4rec.BERT4Rec",
+        "--data.init_args.train_mode", "cloze", "--trainer.logger.init_args.name", "bert4rec_interactions"]),
     "ctr": ("ctr_transformer_ml1m.yaml", "pairs.txt", ["--data.init_args.max_len", "8", "--data.init_args.batch_size", "16",
                                                        "--model.init_args.model.init_args.num_layers", "2"]),
 }
@@ -54,5 +58,6 @@ def train(root: Path, name: str) -> Path:
         main(["fit", "--config", config, "--data.init_args.source.init_args.path", str(root / data), *SMALL, *extra])
     finally:
         os.chdir(cwd)
-    experiment = config.removesuffix(".yaml")
+    named = "--trainer.logger.init_args.name"
+    experiment = extra[extra.index(named) + 1] if named in extra else config.removesuffix(".yaml")
     return max((root / "runs" / experiment).glob("version_*"))

@@ -1,6 +1,7 @@
 """The HTTP API: replaying a history event by event gives the offline evaluation's ranks and lists
 (``NextItemTask.ranks``, ``seqrec.load_run(...).recommend``, ``python -m seqrec predict``; the CTR task's logits),
-for LRURec, SASRec and the CTR transformer behind a compression wrapper at 100%; and the API's contract:
+for LRURec, SASRec, BERT4Rec (max_len - 1 events and its [mask] everywhere) and the CTR transformer behind a
+compression wrapper at 100%; and the API's contract:
 unknown items and users, one-line validation errors, retries, batches, health, OpenAPI, shutdown flushing."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 import seqrec  # noqa: E402
 from seqrec.__main__ import main  # noqa: E402
 from seqrec.api import left_padded_windows  # noqa: E402
+from seqrec.data.examples import EvalQueries  # noqa: E402
 from seqrec.serve.app import create_app  # noqa: E402
 from seqrec.serve.service import Serving  # noqa: E402
 from seqrec.serve.store import MemoryStore, SQLiteStore  # noqa: E402
@@ -36,12 +38,14 @@ def replay(client, user, items) -> None:
         assert response.json() == [{"user": user, "events": n + 1, "applied": True}]
 
 
-@pytest.mark.parametrize("name", ["lru", "sasrec"])
+@pytest.mark.parametrize("name", ["lru", "sasrec", "bert4rec"])
 def test_replayed_histories_rank_as_the_offline_evaluation_recommend_and_predict(serve_runs, name, tmp_path):
     run = seqrec.load_run(serve_runs[name], threads=1)
     sequences, test = run.sequences, run.datamodule.split.test
     users = test.user[:QUERIES]
     windows = left_padded_windows(sequences.items, test.start[:QUERIES], test.stop[:QUERIES], run.max_len)
+    queries = EvalQueries(sequences.items, test, run.datamodule.history_len)  # the evaluation's own windows
+    assert all(np.array_equal(windows[q], queries[q]["items"].numpy()) for q in range(QUERIES))
     with run.inference():  # the offline evaluation's ranks of the test targets (NextItemTask.ranks)
         offline = run.task.ranks({"items": torch.from_numpy(windows), "target": torch.from_numpy(test.target[:QUERIES])})
     out = tmp_path / "test.csv"

@@ -1,0 +1,85 @@
+"""Cloze training examples (BERT4Rec): windows of events with some positions masked, the loss taken there only.
+
+Masking one window of tokens t_1..t_n (the newest ``max_len`` events of a training span), as the PyTorch BERT4Rec
+code does it (``BertTrainDataset``): for each position draw u ~ U[0, 1); the position is masked when u < p
+(``mask_prob``) and its label is then the event, else its label is 0 (no loss). A masked position's input is,
+with r = u / p (uniform on [0, 1) given u < p):
+
+- ``replacement: bert`` (BERT's rule; the PyTorch code's): ``[mask]`` when r < 0.8, a uniform random item of
+  1..N when r < 0.9, the event itself otherwise;
+- ``replacement: mask``: always ``[mask]`` (the original TensorFlow scripts, ``mask_prob=1.0``).
+
+Padding is never masked. The draws of example i in epoch e come from ``np.random.default_rng([seed + e, i])``
+alone: the sampler hands the dataset the key ``(seed + e, i)`` (``datamodules.loaders.EpochShuffle`` with
+``keyed=True``), so the masks depend on neither the batch, the worker nor a resume (a resumed run masks exactly
+as an uninterrupted one), and each epoch masks afresh, as the reference's loader does.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from seqrec.data.examples import left_pad
+
+Replacement = Literal["bert", "mask"]
+REPLACEMENTS = ("bert", "mask")
+
+
+def cloze_mask(
+    tokens: np.ndarray, rng: np.random.Generator, mask_prob: float, mask_token: int, num_items: int,
+    replacement: Replacement = "bert",
+) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, labels) of one left-padded window ``tokens`` (L,) (module docstring's rule); 0 stays 0 in both.
+
+    Draws L uniforms, then L random items (``bert`` only), in that order, from ``rng``.
+    """
+    real = tokens != 0  # (L,)
+    u = rng.random(tokens.shape[0])  # (L,)
+    masked = real & (u < mask_prob)
+    labels = np.where(masked, tokens, 0)
+    if replacement == "mask":
+        return np.where(masked, mask_token, tokens), labels
+    r = u / mask_prob  # uniform on [0, 1) at masked positions
+    random_items = rng.integers(1, num_items + 1, size=tokens.shape[0])  # (L,)
+    inputs = np.where(masked & (r < 0.8), mask_token, tokens)
+    inputs = np.where(masked & (r >= 0.8) & (r < 0.9), random_items, inputs)
+    return inputs, labels
+
+
+class ClozeExamples(Dataset):
+    """Masked windows over spans of ``items``: ``{"items": (L,), "labels": (L,)}``, both left-padded; label 0 = no loss.
+
+    Each span's newest ``max_len`` events are masked by ``cloze_mask`` (the whole span is the input: there is no
+    shift, the masked positions are the targets). Keys are ``(draw_seed, index)`` pairs (the epoch's seed and the
+    example); a plain index draws with seed 0. ``keyed_by_epoch`` tells the loader to hand it such keys.
+    """
+
+    keyed_by_epoch = True
+
+    def __init__(
+        self, items: np.ndarray, span_start: np.ndarray, span_stop: np.ndarray, max_len: int, num_items: int,
+        mask_prob: float = 0.2, replacement: Replacement = "bert",
+    ) -> None:
+        if not 0.0 < mask_prob <= 1.0:
+            raise ValueError(f"mask_prob must be in (0, 1], got {mask_prob}")
+        if replacement not in REPLACEMENTS:
+            raise ValueError(f"replacement must be one of {REPLACEMENTS}, got {replacement!r}")
+        self.items, self.span_start, self.span_stop = items, span_start, span_stop
+        self.max_len, self.num_items = max_len, num_items
+        self.mask_token = num_items + 1
+        self.mask_prob, self.replacement = mask_prob, replacement
+
+    def __len__(self) -> int:
+        return len(self.span_start)
+
+    def __getitem__(self, key: int | tuple[int, int]) -> dict[str, torch.Tensor]:
+        draw_seed, index = (0, key) if isinstance(key, (int, np.integer)) else key
+        index = int(index)
+        tokens = left_pad(self.items[self.span_start[index] : self.span_stop[index]], self.max_len)  # (L,)
+        rng = np.random.default_rng([int(draw_seed), index])
+        inputs, labels = cloze_mask(tokens, rng, self.mask_prob, self.mask_token, self.num_items, self.replacement)
+        return {"items": torch.from_numpy(inputs), "labels": torch.from_numpy(labels)}

@@ -1,0 +1,73 @@
+"""Cloze examples (BERT4Rec's masked windows): the masking rule, its rates, frozen draws per (seed + epoch, example)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from seqrec.data.cloze import ClozeExamples, cloze_mask
+
+N = 40
+MASK = N + 1
+
+
+def _examples(mask_prob: float = 0.4, replacement: str = "bert") -> ClozeExamples:
+    items = np.arange(1, N + 1)  # two spans: 20 events (the newest 10 kept) and 6 events (left-padded)
+    return ClozeExamples(items, np.array([0, 20]), np.array([20, 26]), max_len=10, num_items=N, mask_prob=mask_prob,
+                         replacement=replacement)
+
+
+def test_frozen_draws_per_epoch_seed_and_example():
+    """The same key draws the same masks in any process; the values are frozen (a change of rule must show)."""
+    examples = _examples()
+    first = examples[(42, 0)]
+    assert first["items"].tolist() == [11, 12, 13, 14, MASK, 16, 17, 18, MASK, 20]
+    assert first["labels"].tolist() == [0, 0, 0, 0, 15, 0, 0, 0, 19, 0]
+    assert examples[(43, 0)]["items"].tolist() == [11, MASK, MASK, 14, 15, MASK, 17, MASK, 19, 20]  # next epoch
+    assert examples[(42, 1)]["items"].tolist() == [0, 0, 0, 0, 21, 22, 23, 24, 25, 26]  # nothing masked this time
+    again = _examples()[(42, 0)]
+    assert all((again[k] == first[k]).all() for k in first)
+    assert examples[0]["items"].tolist() == examples[(0, 0)]["items"].tolist()  # a plain index draws with seed 0
+
+
+def test_labels_sit_exactly_at_masked_positions_and_padding_is_never_masked():
+    examples = _examples(mask_prob=0.9)
+    for seed in range(50):
+        example = examples[(seed, 1)]
+        items, labels = example["items"].numpy(), example["labels"].numpy()
+        assert (items[:4] == 0).all() and (labels[:4] == 0).all()  # padding
+        original = np.arange(21, 27)
+        masked = labels[4:] > 0
+        assert (labels[4:][masked] == original[masked]).all()
+        assert (items[4:][~masked] == original[~masked]).all()  # unmasked inputs are the events
+
+
+def test_bert_replacement_rates_are_80_10_10_and_mask_prob_holds():
+    rng = np.random.default_rng(0)
+    tokens = np.tile(np.arange(1, 201), 500)  # 100,000 real positions, each item 500 times
+    inputs, labels = cloze_mask(tokens, rng, 0.2, 1001, 1000, "bert")
+    masked = labels > 0
+    assert masked.mean() == pytest.approx(0.2, abs=0.005)
+    as_mask = (inputs == 1001) & masked
+    kept = (inputs == tokens) & masked
+    random = masked & ~as_mask & ~kept
+    share = masked.sum()
+    assert as_mask.sum() / share == pytest.approx(0.8, abs=0.01)
+    assert kept.sum() / share == pytest.approx(0.1, abs=0.01)  # a random draw may equal the event: 1/1000 of 10 %
+    assert random.sum() / share == pytest.approx(0.1, abs=0.01)
+    assert inputs[random].min() >= 1 and inputs[random].max() <= 1000  # random items are real items, never [mask]
+    assert (inputs[~masked] == tokens[~masked]).all()
+
+
+def test_mask_only_replacement():
+    inputs, labels = cloze_mask(np.array([0, 0, 5, 6, 7, 8, 9, 10]), np.random.default_rng(7), 0.5, MASK, N, "mask")
+    assert inputs.tolist() == [0, 0, 5, MASK, MASK, 8, MASK, 10] and labels.tolist() == [0, 0, 0, 6, 7, 0, 9, 0]
+    inputs, labels = cloze_mask(np.arange(1, 1001), np.random.default_rng(1), 0.3, 2001, 2000, "mask")
+    assert set(inputs[labels > 0].tolist()) == {2001}
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [({"mask_prob": 0.0}, "mask_prob"), ({"mask_prob": 1.5}, "mask_prob"),
+                                                 ({"replacement": "half"}, "replacement")])
+def test_bad_settings_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        _examples(**kwargs)
