@@ -41,6 +41,7 @@ from seqrec.checks import config_leaves, flag_name
 from seqrec.errors import run_command
 from seqrec.loggers.report import read_csv_rows
 from seqrec.loggers.run_logger import SittingMarker
+from seqrec.runs import last_checkpoints
 
 log = logging.getLogger("seqrec.fit")
 
@@ -76,11 +77,6 @@ def config_differences(run_dir: Path, config: Namespace) -> list[str]:
 
     keys = sorted(k for k in set(old) | set(new) if not resumable(k) and old.get(k) != new.get(k))
     return [f"{flag_name(k)}: {old.get(k)!r} in the run, {new.get(k)!r} now" for k in keys]
-
-
-def last_checkpoints(base: Path) -> list[Path]:
-    """``base``'s runs' ``last.ckpt`` files, newest first (by file time): ``--ckpt_path last`` resumes the first."""
-    return sorted(base.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
 
 
 def resolve_last_checkpoint(trainer_cfg: Namespace) -> str | None:

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from seqrec.atomic import write_text
+from seqrec.runs import newest_version
 
 log = logging.getLogger("seqrec.bench.serve")
 SHARED_ENV = "SEQREC_SHARED_DATA"
@@ -65,9 +66,7 @@ def data_overrides(model: str, data: Path) -> list[str]:
 
 def find_run(runs_dir: Path, model: str) -> Path | None:
     """The newest trained version of the model's experiment under runs_dir."""
-    folder = runs_dir / MODELS[model]
-    versions = [p for p in folder.glob("version_*") if any((p / "checkpoints").glob("*.ckpt"))]
-    return max(versions, key=lambda p: int(p.name.split("_")[-1])) if versions else None
+    return newest_version(runs_dir / MODELS[model])
 
 
 def shown(command: list[str]) -> str:

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     try:
         serving = build_serving(args)
-    except (StoreError, FileNotFoundError, ValueError, TypeError) as error:  # a bad store, run or option: one line
+    except (StoreError, OSError, ValueError, TypeError) as error:  # a bad store, run, checkpoint or option: one line
         if os.environ.get("SEQREC_DEBUG", "").strip().lower() not in ("", "0", "false"):
             raise
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
