@@ -37,7 +37,7 @@ from seqrec.build import build, parse
 from seqrec.callbacks.checkpoint_io import check_checkpoint
 from seqrec.callbacks.rng import RNGStateCheckpoint
 from seqrec.callbacks.signals import TIME_UP, Interrupted, SignalCheckpoint, sitting_seconds, stop_on_signals
-from seqrec.checks import config_leaves, flag_name
+from seqrec.checks import check_catalogue, config_leaves, flag_name
 from seqrec.errors import run_command
 from seqrec.loggers.report import read_csv_rows
 from seqrec.loggers.run_logger import SittingMarker
@@ -186,6 +186,7 @@ def fit(argv: list[str]) -> dict[str, float]:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     with stop_on_signals():  # outside training a signal just stops (nothing to save)
         run = build(list(argv), adjust=resolve_resume)
+        check_catalogue(run.config, getattr(run.datamodule, "num_items", None))
         return _fit_run(run)
 
 

@@ -45,7 +45,13 @@ import torch
 
 from seqrec.api import Exclude, TrainedRun, flat_spans, load_run
 from seqrec.atomic import atomic_write
-from seqrec.data.sources.interactions_file import Where, detect_format, input_error
+from seqrec.data.sources.interactions_file import (
+    Where,
+    detect_format,
+    input_error,
+    reading,
+    stripped_ids,
+)
 from seqrec.errors import DEBUG_FLAG, debugging, one_line
 
 log = logging.getLogger("seqrec.predict")
@@ -83,12 +89,18 @@ def read_id_columns(path: str | Path, wanted: list[str]) -> tuple[dict[str, np.n
     (unless its first line is the first wanted name), and gives the first wanted column. Missing optional
     columns (all but the first) are absent from the result.
     """
-    import pyarrow as pa
-    from pyarrow import csv as pa_csv
-
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file of ids")
+    with reading(path):
+        return _read_id_columns(path, wanted)
+
+
+def _read_id_columns(path: Path, wanted: list[str]) -> tuple[dict[str, np.ndarray], Where]:
+    """``read_id_columns`` of an existing file (its reads may raise OSError)."""
+    import pyarrow as pa
+    from pyarrow import csv as pa_csv
+
     kind, gz = detect_format(path)
     if kind == "parquet":
         import pyarrow.parquet as pq
@@ -120,7 +132,8 @@ def read_id_columns(path: str | Path, wanted: list[str]) -> tuple[dict[str, np.n
         if column.null_count:
             bad = int(pa.compute.index(column.is_null(), True).as_py())
             raise input_error(where, name, bad, "empty value")
-        out[name] = np.asarray(column.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
+        text = stripped_ids(column.cast(pa.string()), where, name)
+        out[name] = np.asarray(text.to_numpy(zero_copy_only=False)).astype(str)
     if len(out[wanted[0]]) == 0:
         raise ValueError(f"{path}: no ids in the file")
     return out, where
