@@ -2,27 +2,32 @@
 
 A request is parsed and answered in bounded time and memory whatever a client sends:
 
-- the body: at most ``max_body_bytes`` (default 1 MiB, ``serve --max-body-bytes``); a declared larger body is refused
-  (HTTP 413) before a byte of it is read, an undeclared (chunked) one as soon as the bytes read pass the limit;
+- the body: at most ``max_body_bytes`` (default 256 KiB, ``serve --max-body-bytes``); a declared larger body is
+  refused (HTTP 413) before a byte of it is read, an undeclared (chunked) one as soon as the bytes read pass the limit;
 - ids: a user or item id longer than ``max_id_length`` characters (default 512, ``serve --max-id-length``) is
   refused (HTTP 422) before any lookup: the catalogue is a hash map (``seqrec.serve.service.Catalogue``), so a
   lookup costs O(key length), never the catalogue's size times it;
 - JSON nested past the parser's recursion limit is a 422 (the request bodies are 3 levels deep);
 - an error message shows at most ``SHOWN_CHARACTERS`` of an id the client sent, and its length (``shown``).
 
-The sizes trade the largest request against the time the event loop and the GIL are held for one: at 1 MiB the
-worst body (about 100,000 short ids) parses in ~20 ms; ``python -m seqrec bench serve`` measures ``/health``
-while a request of the maximal size is in flight, and the memory that request adds.
+The body size bounds the work and the memory of one request, and so how long it holds the GIL in one piece (a
+request thread's C calls, parsing above all, are not interrupted for the event loop that answers ``/health``):
+the worst body, short ids, costs ~6.5 ms to parse and ~10 MB of peak RSS per MiB (``python -m seqrec bench
+serve``, part 3), so the default is 256 KiB (~21,000 ids of 8 characters: a history of ~20,000 events in one
+request); ids are checked and looked up in slices of ``CHUNK`` for the same reason.
+Clients send more in several requests (event numbers, ``seq``, make that safe).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_MAX_BODY_BYTES = 1 << 20
+DEFAULT_MAX_BODY_BYTES = 256 << 10
 DEFAULT_MAX_ID_LENGTH = 512
 SHOWN_CHARACTERS = 40
+CHUNK = 4096  # ids handled per C call (``chunks``)
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,20 @@ def id_length(value: Any) -> int:
     return len(str(value))
 
 
-def too_long(ids: Any, what: str, limit: int) -> str | None:
+def chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    """``values`` in slices of ``size``: work on each slice is one C call, and between slices another thread (the
+    event loop answering /health) may take the GIL."""
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
+def too_long(ids: Sequence[Any], what: str, limit: int) -> str | None:
     """``what: N characters, more than ...`` for the first of ``ids`` longer than ``limit``, else None."""
+    try:
+        if all(max(map(len, part), default=0) <= limit for part in chunks(ids)):  # text ids, the usual case
+            return None
+    except TypeError:  # integers among them
+        pass
     for value in ids:
         length = id_length(value)
         if length > limit:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import logging
 import math
 import threading
@@ -36,7 +37,7 @@ import torch
 from torch import Tensor
 
 from seqrec.api import catalogue_topk
-from seqrec.serve.limits import DEFAULT_MAX_ID_LENGTH, shown, too_long
+from seqrec.serve.limits import CHUNK, DEFAULT_MAX_ID_LENGTH, chunks, shown, too_long
 from seqrec.serve.state import (
     StateAdapter,
     UserTensors,
@@ -170,8 +171,11 @@ class Catalogue:
 
     def ids(self, raw: Sequence[Any]) -> np.ndarray:
         """(n,) item ids, 0 where unknown."""
-        get = self.index.get
-        return np.fromiter((get(r if type(r) is str else str(r), 0) for r in raw), dtype=np.int64, count=len(raw))
+        out = np.empty(len(raw), dtype=np.int64)
+        for start, part in zip(itertools.count(0, CHUNK), chunks(raw)):  # slices: /health may take the GIL between
+            out[start:start + len(part)] = np.fromiter(map(self.index.get, map(str, part), itertools.repeat(0)),
+                                                       dtype=np.int64, count=len(part))
+        return out
 
     def raw(self, ids: np.ndarray) -> list[Any]:
         """Raw ids (JSON-ready Python values) of item ids."""
