@@ -294,13 +294,13 @@ class TrainedRun:
         """Item ids (1..N) of raw item ids; 0 where the catalogue does not have one."""
         if self._item_index is None:
             self._item_index = RawIdIndex(self.sequences.item_ids)
-        return np.maximum(self._item_index.lookup(np.asarray(list(raw) if not isinstance(raw, np.ndarray) else raw)), 0)
+        return np.maximum(self._item_index.lookup(raw if isinstance(raw, np.ndarray) else np.array(list(raw), dtype=object)), 0)
 
     def user_rows(self, raw: Sequence | np.ndarray) -> np.ndarray:
         """User rows of raw user ids; -1 where the data does not have one."""
         if self._user_index is None:
             self._user_index = RawIdIndex(self.sequences.user_ids)
-        return self._user_index.lookup(np.asarray(list(raw) if not isinstance(raw, np.ndarray) else raw))
+        return self._user_index.lookup(raw if isinstance(raw, np.ndarray) else np.array(list(raw), dtype=object))
 
     # --- the model -----------------------------------------------------------------------------------
     @contextlib.contextmanager
