@@ -258,10 +258,9 @@ def _fits(candidate: Path, size: int | None) -> bool:
     return candidate.is_dir() and size is None
 
 
-def _candidates(run_dir: Path, origin: Origin, key: str, value: str) -> list[Path]:
+def _candidates(run_dir: Path, origin: Origin, recorded: dict[str, Any] | None, value: str) -> list[Path]:
     """Where a data path may be now: where it was (absolute), then at the same place relative to the run."""
     given = Path(value).expanduser()
-    recorded = origin.data_paths.get(key)
     then = Path(recorded["absolute"]) if recorded else (given if given.is_absolute() or origin.cwd is None
                                                          else origin.cwd / given)
     places = [then]
@@ -284,9 +283,11 @@ def data_overrides(run_dir: Path, overrides: Sequence[str] = ()) -> list[str]:
         if _overridden(key, overrides):
             continue
         recorded = origin.data_paths.get(key)
+        if recorded is not None and recorded.get("given") != value:
+            continue  # config.yaml was edited since: its value stands
         if origin.recorded and recorded is None:
             continue  # it did not exist when the run was made (a Hub dataset name, a cache not yet created)
-        places = _candidates(run_dir, origin, key, value)
+        places = _candidates(run_dir, origin, recorded, value)
         size = recorded.get("bytes") if recorded else None
         found = next((p for p in places if _fits(p, size)), None)
         if found is not None:

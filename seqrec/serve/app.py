@@ -133,20 +133,18 @@ def _exclude(value: ExcludeSeen) -> str:
 
 def json_problem(detail: str) -> str:
     """``body: ...`` for a body that does not parse as JSON (too deeply nested, cut short, not JSON)."""
-    detail = " ".join(detail.removeprefix("Invalid JSON: ").split())
+    detail = " ".join(detail.split())
     if "recursion limit" in detail:
         return f"body: JSON nested too deeply ({detail}); a request is 3 levels deep"
     return f"body: invalid JSON ({detail})"
 
 
 def one_line(problems: Sequence[dict[str, Any]]) -> str:
-    """The first validation problem as ``where: what`` (plus how many more); invalid JSON as ``body: ...``."""
+    """The first validation problem as ``where: what`` (plus how many more)."""
     if not problems:
         return "invalid request"
     first = problems[0]
     where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
-    if first.get("type") == "json_invalid":
-        return json_problem(str(first.get("msg", "")))[:ERROR_CHARACTERS]
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return " ".join(f"{where}: {first.get('msg', 'invalid')}{more}".split())[:ERROR_CHARACTERS]
 

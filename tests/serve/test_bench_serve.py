@@ -15,6 +15,7 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed (pip ins
 pytest.importorskip("httpx", reason="the serve extra is not installed (pip install 'seqrec[serve]')")
 
 
+@pytest.mark.slow
 def test_bench_serve_smoke(tmp_path, serve_runs):
     runs = tmp_path / "runs"
     for name, experiment in (("lru", "lru_ml1m"), ("ctr", "ctr_transformer_ml1m")):

@@ -124,6 +124,7 @@ class SlowStore(MemoryStore):
         return super().load(user)
 
 
+@pytest.mark.slow
 def test_health_answers_while_every_request_thread_is_busy(lru_run):
     """Four slow requests on two request threads: /health answers at once, not after them."""
     import uvicorn
