@@ -21,7 +21,6 @@ item's ``rank`` is 1 + the number of items scored strictly higher (how the metri
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
@@ -34,63 +33,16 @@ import torch
 import yaml
 from torch import Tensor
 
+from seqrec.callbacks.checkpoint_io import CheckpointError
 from seqrec.data.sequences import RawIdIndex, Sequences
 from seqrec.models.base import RecurrentRecommender, RecurrentState, SequenceRecommender
+from seqrec.runs import check_run_checkpoint, checkpoint_fix, data_overrides, find_run_dir, resolve_checkpoint
 
 log = logging.getLogger("seqrec.api")
 
 Ties = Literal["all", "cut"]
 Exclude = Literal["window", "all", "none"]
 ITEM_CHUNK_ELEMENTS = 1 << 24  # scores held at once: users x item chunk <= 16M (64 MB in float32)
-
-
-# --- finding a run ------------------------------------------------------------------------------------
-def find_run_dir(path: str | Path) -> Path:
-    """The run directory (holding ``config.yaml``) of a run directory, a checkpoint, or an experiment folder.
-
-    An experiment folder (``runs/<experiment>``) stands for its newest ``version_N`` that has checkpoints.
-    """
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such run directory or checkpoint; pass runs/<experiment>/version_N "
-                                "(or a .ckpt file inside it)")
-    if path.is_file():
-        for parent in (path.parent, path.parent.parent):
-            if (parent / "config.yaml").is_file():
-                return parent
-        raise FileNotFoundError(f"{path}: no config.yaml beside the checkpoint or one folder up; pass the run directory")
-    if (path / "config.yaml").is_file():
-        return path
-    versions = [p for p in path.glob("version_*") if (p / "config.yaml").is_file() and any((p / "checkpoints").glob("*.ckpt"))]
-    if versions:
-        return max(versions, key=lambda p: int(p.name.split("_")[-1]) if p.name.split("_")[-1].isdigit() else -1)
-    raise FileNotFoundError(f"{path}: neither a run directory (config.yaml) nor an experiment folder with "
-                            "version_N/checkpoints; pass runs/<experiment>/version_N")
-
-
-def find_checkpoint(run_dir: Path, checkpoint: str | Path = "best", path_given: Path | None = None) -> Path:
-    """The checkpoint to load: ``best`` (fit_summary.json's, else the newest best*.ckpt, else last.ckpt), ``last``, or a path."""
-    if path_given is not None and path_given.is_file():
-        return path_given
-    folder = run_dir / "checkpoints"
-    if str(checkpoint) not in ("best", "last"):
-        chosen = Path(checkpoint).expanduser()
-        if not chosen.is_file():
-            raise FileNotFoundError(f"checkpoint {chosen} does not exist; pass best, last or a .ckpt file")
-        return chosen
-    if checkpoint == "best":
-        summary = run_dir / "fit_summary.json"
-        if summary.is_file():
-            best = json.loads(summary.read_text()).get("best_checkpoint")
-            for candidate in ((Path(best), folder / Path(best).name) if best else ()):
-                if candidate.is_file():
-                    return candidate
-        found = sorted(folder.glob("best*.ckpt"), key=lambda p: p.stat().st_mtime)
-        if found:
-            return found[-1]
-    if (folder / "last.ckpt").is_file():
-        return folder / "last.ckpt"
-    raise FileNotFoundError(f"{run_dir}: no checkpoint in {folder}; train the run first (python -m seqrec fit ...)")
 
 
 def _precision_of(config_path: Path) -> str:
@@ -343,13 +295,13 @@ class TrainedRun:
         """Item ids (1..N) of raw item ids; 0 where the catalogue does not have one."""
         if self._item_index is None:
             self._item_index = RawIdIndex(self.sequences.item_ids)
-        return np.maximum(self._item_index.lookup(np.asarray(list(raw) if not isinstance(raw, np.ndarray) else raw)), 0)
+        return np.maximum(self._item_index.lookup(raw if isinstance(raw, np.ndarray) else np.array(list(raw), dtype=object)), 0)
 
     def user_rows(self, raw: Sequence | np.ndarray) -> np.ndarray:
         """User rows of raw user ids; -1 where the data does not have one."""
         if self._user_index is None:
             self._user_index = RawIdIndex(self.sequences.user_ids)
-        return self._user_index.lookup(np.asarray(list(raw) if not isinstance(raw, np.ndarray) else raw))
+        return self._user_index.lookup(raw if isinstance(raw, np.ndarray) else np.array(list(raw), dtype=object))
 
     # --- the model -----------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -518,28 +470,32 @@ def load_run(
 ) -> TrainedRun:
     """A trained run from its directory (``runs/<experiment>/version_N``), its experiment folder, or a checkpoint.
 
-    checkpoint: "best" (the best validation checkpoint), "last", or a path. device: "cpu", "cuda", "auto".
-    overrides: extra dotted flags for the run's config (e.g. ``["--data.source.path", "moved/events.csv"]`` when
-    the data moved; the data must be the same). Builds the run through ``seqrec.build`` from its ``config.yaml``
-    without a logger (nothing is written to the run directory).
+    checkpoint: "best" (the best validation checkpoint), "last", or a path; a run's checkpoints are found inside
+    its directory, so a copied or moved run loads its own (``seqrec.runs``), and a file that is not a whole checkpoint
+    of this run's model is a one-line ``CheckpointError`` naming it and the checkpoint to use instead. device: "cpu",
+    "cuda", "auto". overrides: extra dotted flags for the run's config (e.g. ``["--data.source.path",
+    "moved/events.csv"]`` when the data is neither where it was nor at the same place relative to the run; the data
+    must be the same). Builds the run through ``seqrec.build`` from its ``config.yaml`` without a logger (nothing
+    is written to the run directory).
     """
     from seqrec.build import bind, build, default_threads
 
     given = Path(path).expanduser()
     run_dir = find_run_dir(given)
-    ckpt = find_checkpoint(run_dir, checkpoint, given if given.is_file() else None)
+    ckpt = given if given.is_file() and str(checkpoint) == "best" else resolve_checkpoint(run_dir, checkpoint)
+    check_run_checkpoint(ckpt, run_dir)
     config_path = run_dir / "config.yaml"
     precision = _precision_of(config_path)
     args = [
         "--config", str(config_path),
         "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
         "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.strategy", "auto",
-        "--trainer.precision", "32-true", "--threads", str(threads or default_threads()), *overrides,
+        "--trainer.precision", "32-true", "--threads", str(threads or default_threads()),
+        *data_overrides(run_dir, overrides), *overrides,
     ]
     run = build(args)
     bind(run.task, run.datamodule)
-    state = _load_state(ckpt)
-    run.task.load_state_dict(state["state_dict"])
+    load_weights(run.task, ckpt, run_dir)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     target = torch.device(device)
@@ -548,6 +504,24 @@ def load_run(
         run.task.to({"bf16-true": torch.bfloat16, "16-true": torch.float16}.get(precision, torch.float64))
     log.info("loaded %s (%s, %s)", ckpt, type(run.task.model).__name__, run.datamodule.sequences.summary())
     return TrainedRun(run, run_dir, ckpt, target, precision)
+
+
+def load_weights(task: torch.nn.Module, checkpoint: Path, run_dir: Path) -> None:
+    """The checkpoint's ``state_dict`` into ``task``; CheckpointError naming the file and the fix when it is not a
+    checkpoint of this run's model (another run's, another config's, or no Lightning checkpoint at all)."""
+    state = _load_state(checkpoint)
+    if not isinstance(state, dict) or not isinstance(state.get("state_dict"), dict):
+        raise CheckpointError(f"checkpoint {checkpoint} is not a Lightning checkpoint (no state_dict); "
+                              f"{checkpoint_fix(run_dir, checkpoint)}")
+    try:
+        task.load_state_dict(state["state_dict"])
+    except RuntimeError as error:
+        problems = [line.strip() for line in str(error).splitlines()[1:] if line.strip()] or [str(error)]
+        raise CheckpointError(
+            f"checkpoint {checkpoint} does not fit this run's model ({problems[0][:300]}"
+            f"{f'; {len(problems) - 1} more' if len(problems) > 1 else ''}): it is another run's or another config's; "
+            f"{checkpoint_fix(run_dir, checkpoint)}"
+        ) from None
 
 
 def _load_state(path: Path) -> dict:

@@ -44,6 +44,7 @@ from seqrec.callbacks.throughput import ThroughputCallback
 from seqrec.checks import check_strategy, check_values
 from seqrec.config_files import COMPOSE_KEY, expand_config_args
 from seqrec.loggers.run_logger import RunLogger, check_logger_names
+from seqrec.runs import write_origin
 
 
 # --- settings applied before anything is built -----------------------------------------------------
@@ -174,7 +175,8 @@ class ParseOnly(SeqRecCLI):
 
 
 class SaveRunConfig(SaveConfigCallback):
-    """config.yaml in the run directory, written atomically on rank 0.
+    """config.yaml in the run directory, written atomically on rank 0, and origin.json beside it (where the run was
+    made and its data paths, absolute: ``seqrec.runs.write_origin``, so that a moved run finds its data).
 
     A fit records the config that runs (``ckpt_path`` left out: how a sitting started is not part of the
     run); resuming checks first that it equals the saved one (``seqrec.fit.resolve_resume``).
@@ -192,6 +194,7 @@ class SaveRunConfig(SaveConfigCallback):
                 config.ckpt_path = None
                 _keep_saved_version(config, path)
             write_text(path, self.parser.dump(config, skip_none=False))
+            write_origin(Path(log_dir), config)
         self.already_saved = True
 
 

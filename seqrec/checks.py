@@ -3,7 +3,8 @@
 ``check_values``: sizes, learning rates and fractions by key name wherever the key sits, ``@k`` against the
 candidate set of sampled evaluation, the monitored metric among the logged ones; ``check_strategy``: a
 strategy this machine cannot run (DeepSpeed without CUDA). Each failure is a ValueError naming the flag and
-the accepted values.
+the accepted values. ``check_catalogue``: ``@k`` against the catalogue in full ranking, the one check that needs
+the data (its item count), run by ``fit`` and ``test`` as soon as the data is loaded, before any run directory.
 """
 
 from __future__ import annotations
@@ -87,17 +88,47 @@ def check_values(config: Namespace) -> None:
     check_metrics(config)
 
 
-def check_metrics(config: Namespace) -> None:
-    """Ranking metrics: ``@k`` at most the candidates of sampled evaluation; monitored metrics among those logged."""
+def ranking_metrics(config: Namespace) -> list[str] | None:
+    """The task's ``model.metrics`` (None when the config has none)."""
     model = config.get("model")
     metrics = model.init_args.get("metrics") if isinstance(model, Namespace) and "init_args" in model else None
-    if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
-        return
+    return metrics if isinstance(metrics, list) and all(isinstance(m, str) for m in metrics) else None
+
+
+def eval_negatives(config: Namespace) -> int | None:
+    """``data.eval_negatives`` (None: full ranking, or a datamodule without it)."""
     data = config.get("data")
     negatives = data.init_args.get("eval_negatives") if isinstance(data, Namespace) and "init_args" in data else None
-    if isinstance(negatives, int) and not isinstance(negatives, bool):
+    return negatives if isinstance(negatives, int) and not isinstance(negatives, bool) else None
+
+
+def above(metrics: list[str], limit: int) -> list[str]:
+    """The ranking metrics ``name@k`` of ``metrics`` with k > limit."""
+    return [m for m in metrics if (match := _RANKING.match(m)) and int(match["k"]) > limit]
+
+
+def check_catalogue(config: Namespace, num_items: int | None) -> None:
+    """Full ranking: ``@k`` at most the catalogue's ``num_items`` (a larger k puts every item in the top k)."""
+    metrics = ranking_metrics(config)
+    if metrics is None or num_items is None or eval_negatives(config) is not None:
+        return
+    too_big = above(metrics, num_items)
+    if too_big:
+        raise ValueError(
+            f"--model.metrics {too_big}: k larger than the catalogue of {num_items:,} items (full ranking) makes every "
+            f"query a hit; use k <= {num_items:,}"
+        )
+
+
+def check_metrics(config: Namespace) -> None:
+    """Ranking metrics: ``@k`` at most the candidates of sampled evaluation; monitored metrics among those logged."""
+    metrics = ranking_metrics(config)
+    if metrics is None:
+        return
+    negatives = eval_negatives(config)
+    if negatives is not None:
         candidates = negatives + 1
-        too_big = [m for m in metrics if (match := _RANKING.match(m)) and int(match["k"]) > candidates]
+        too_big = above(metrics, candidates)
         if too_big:
             raise ValueError(
                 f"--model.metrics {too_big}: k larger than the {candidates} candidates of sampled evaluation "

@@ -38,10 +38,11 @@ from seqrec.build import build, parse
 from seqrec.callbacks.checkpoint_io import check_checkpoint
 from seqrec.callbacks.rng import RNGStateCheckpoint
 from seqrec.callbacks.signals import TIME_UP, Interrupted, SignalCheckpoint, sitting_seconds, stop_on_signals
-from seqrec.checks import config_leaves, flag_name
+from seqrec.checks import check_catalogue, config_leaves, flag_name
 from seqrec.errors import run_command
 from seqrec.loggers.report import read_csv_rows
 from seqrec.loggers.run_logger import SittingMarker
+from seqrec.runs import last_checkpoints
 
 log = logging.getLogger("seqrec.fit")
 
@@ -77,11 +78,6 @@ def config_differences(run_dir: Path, config: Namespace) -> list[str]:
 
     keys = sorted(k for k in set(old) | set(new) if not resumable(k) and old.get(k) != new.get(k))
     return [f"{flag_name(k)}: {old.get(k)!r} in the run, {new.get(k)!r} now" for k in keys]
-
-
-def last_checkpoints(base: Path) -> list[Path]:
-    """``base``'s runs' ``last.ckpt`` files, newest first (by file time): ``--ckpt_path last`` resumes the first."""
-    return sorted(base.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
 
 
 def resolve_last_checkpoint(trainer_cfg: Namespace) -> str | None:
@@ -192,6 +188,7 @@ def fit(argv: list[str], callbacks: Sequence[Callback] = ()) -> dict[str, float]
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     with stop_on_signals():  # outside training a signal just stops (nothing to save)
         run = build(list(argv), adjust=resolve_resume)
+        check_catalogue(run.config, getattr(run.datamodule, "num_items", None))
         run.trainer.callbacks.extend(callbacks)
         return _fit_run(run)
 

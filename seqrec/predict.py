@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import errno
 import functools
 import logging
 import sys
@@ -44,7 +45,14 @@ import torch
 
 from seqrec.api import Exclude, TrainedRun, flat_spans, load_run
 from seqrec.atomic import atomic_write
-from seqrec.data.sources.interactions_file import Where, detect_format, input_error
+from seqrec.data.sources.interactions_file import (
+    Where,
+    detect_format,
+    input_error,
+    reading,
+    stripped_ids,
+)
+from seqrec.errors import DEBUG_FLAG, debugging, one_line
 
 log = logging.getLogger("seqrec.predict")
 TRIM_EVERY = 32  # chunks between returns of freed heap pages to the OS (each return costs page faults after it)
@@ -81,12 +89,18 @@ def read_id_columns(path: str | Path, wanted: list[str]) -> tuple[dict[str, np.n
     (unless its first line is the first wanted name), and gives the first wanted column. Missing optional
     columns (all but the first) are absent from the result.
     """
-    import pyarrow as pa
-    from pyarrow import csv as pa_csv
-
     path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file of ids")
+    with reading(path):
+        return _read_id_columns(path, wanted)
+
+
+def _read_id_columns(path: Path, wanted: list[str]) -> tuple[dict[str, np.ndarray], Where]:
+    """``read_id_columns`` of an existing file (its reads may raise OSError)."""
+    import pyarrow as pa
+    from pyarrow import csv as pa_csv
+
     kind, gz = detect_format(path)
     if kind == "parquet":
         import pyarrow.parquet as pq
@@ -118,7 +132,8 @@ def read_id_columns(path: str | Path, wanted: list[str]) -> tuple[dict[str, np.n
         if column.null_count:
             bad = int(pa.compute.index(column.is_null(), True).as_py())
             raise input_error(where, name, bad, "empty value")
-        out[name] = np.asarray(column.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
+        text = stripped_ids(column.cast(pa.string()), where, name)
+        out[name] = np.asarray(text.to_numpy(zero_copy_only=False)).astype(str)
     if len(out[wanted[0]]) == 0:
         raise ValueError(f"{path}: no ids in the file")
     return out, where
@@ -180,6 +195,22 @@ def read_candidates(
 
 
 # --- output --------------------------------------------------------------------------------------------
+class OutputError(ValueError):
+    """``--out`` could not be written (a read-only or full disk, a missing folder); the previous file is kept."""
+
+    def __init__(self, out: Path, error: OSError) -> None:
+        code = error.errno
+        text = str(error)
+        if code is None and "errno 28" in text.lower():  # pyarrow's writers report the errno in the text only
+            code = errno.ENOSPC
+        reason = {errno.ENOSPC: "the disk is full", getattr(errno, "EDQUOT", errno.ENOSPC): "the disk quota is full",
+                  errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                  errno.EPERM: "permission denied"}.get(code or -1) or " ".join((error.strerror or text).split())
+        kept = "the previous file is kept" if out.exists() else "nothing was written"
+        super().__init__(f"--out {out}: cannot write it ({reason}); {kept}. Free space, or pass --out a path in a "
+                         "writable folder")
+
+
 def output_schema(trained: TrainedRun):  # noqa: ANN201 (pyarrow schema)
     """``user, rank, item, score``; ids typed as the data's (int64 or string)."""
     import pyarrow as pa
@@ -293,7 +324,10 @@ def predict(
         finally:
             writer.close()
 
-    atomic_write(out, write)
+    try:
+        atomic_write(out, write)
+    except OSError as error:
+        raise OutputError(out, error) from None
     seconds = time.perf_counter() - started
     summary = {"out": str(out), "users": int(len(rows)), "rows": written["rows"], "k": k, "exclude_seen": exclude_seen,
                "ties": ties, "seconds": round(seconds, 3), "users_per_s": round(len(rows) / max(seconds, 1e-9), 1)}
@@ -326,9 +360,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Parse, load the run, write the predictions; one-line errors for bad input."""
+    """Parse, load the run, write the predictions; one-line errors (exit 2) for bad input, a missing, moved or
+    broken run, checkpoint or data file, and an output that cannot be written (``--debug`` shows the traceback)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    args, overrides = parser().parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = debugging(argv)
+    args, overrides = parser().parse_known_args([a for a in argv if a != DEBUG_FLAG])
     if overrides and not overrides[0].startswith("--"):
         print(f"error: unexpected argument {overrides[0]!r} (config overrides are --section.key value)", file=sys.stderr)
         raise SystemExit(2)
@@ -337,8 +374,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         out = Path(args.out) if args.out else trained.run_dir / "predictions.parquet"
         return predict(trained, out, args.users, args.k, args.exclude_seen, args.candidates, args.ties,
                        args.batch_size, args.skip_unknown, False if args.no_progress else None)
-    except (FileNotFoundError, ValueError, KeyError, ImportError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    except (OSError, ValueError, KeyError, ImportError) as error:  # bad input, a missing or broken file: one line
+        if debug:
+            raise
+        print(f"error: {one_line(error)}", file=sys.stderr)
         raise SystemExit(2) from None
 
 

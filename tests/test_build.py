@@ -205,3 +205,18 @@ def test_fit_reports_bad_configs_in_one_line_before_anything_is_built(args, mess
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
     assert exit_info.value.code == 2 and len(err) == 1 and message in err[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_k_above_the_catalogue_in_full_ranking_fails_before_a_run_directory_exists(ml100k_root, tmp_path, capsys):
+    """The probe: ``hr@5000`` on a 1,349-item catalogue was accepted in full ranking and reported 1.0."""
+    from seqrec.__main__ import main
+    from tests.test_fit import tiny
+
+    metrics = ["--model.init_args.metrics", "[hr@10, ndcg@10, hr@5000]"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", *tiny(ml100k_root, tmp_path / "runs"), *metrics])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert exit_info.value.code == 2 and len(err) == 1, err
+    assert re.fullmatch(r"error: --model\.metrics \['hr@5000'\]: k larger than the catalogue of \d+ items \(full "
+                        r"ranking\) makes every query a hit; use k <= \d+", err[0]), err[0]
+    assert not (tmp_path / "runs").exists()

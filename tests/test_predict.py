@@ -3,8 +3,10 @@ ties included), chunked top-k equal to a brute-force sort, user and candidate fi
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -187,3 +189,14 @@ def test_float64_scores_are_ranked_without_rounding_to_float32():
     scores = torch.full((1, 9), 1000.0, dtype=torch.float64) + torch.arange(9, dtype=torch.float64) * 1e-9
     top = catalogue_topk(FixedScores(scores), torch.zeros(1, 1), 3, chunk_size=4)
     assert top.items[0].tolist() == [8, 7, 6] and top.ranks[0].tolist() == [1, 2, 3]
+
+
+def test_id_files_are_stripped_as_the_data_is_and_a_truncated_gzip_is_named(tmp_path):
+    from seqrec.predict import read_id_columns
+
+    (tmp_path / "users.csv").write_text("user\n alice\nbob \n")
+    assert read_id_columns(tmp_path / "users.csv", ["user"])[0]["user"].tolist() == ["alice", "bob"]
+    whole = gzip.compress(("user\n" + "\n".join(f"u{i}" for i in range(20_000)) + "\n").encode())
+    (tmp_path / "users.csv.gz").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'users.csv.gz'}: cannot be read (")):
+        read_id_columns(tmp_path / "users.csv.gz", ["user"])

@@ -18,6 +18,9 @@ Two parts, each figure printed with the command behind it:
    a compressed KV cache at each ``--budgets`` fraction); the attention models are rebuilt with the trained
    runs' hyperparameters and ``max_len`` >= the longest L (random weights: cost does not depend on them). Goal:
    LRURec's event latency at L=1,000 <= 1.2x at L=50.
+3. **Hostile requests** (``seqrec.bench.serve_limits``): a server on the first served model with its default limits;
+   ``/health`` latency while a request of the largest accepted size is in flight (goal: p99 within 2x the idle
+   p99) and the peak RSS that request adds (goal: under 10 MB), for ``--hostile-seconds`` per request shape.
 
 The models are short fits on real ML-1M (``--epochs``, default 1) trained into ``--runs-dir`` when not there.
 Smoke run (seconds to minutes): ``--events 50 --seconds 20 --sweep-events 10``; the full measurement is the
@@ -46,6 +49,16 @@ from typing import Any
 import numpy as np
 
 from seqrec.atomic import write_text
+from seqrec.bench.serve_limits import (
+    HostileResult,
+    measure_shape,
+    percentile_ms,
+    proc_status_bytes,
+    report_lines,
+)
+from seqrec.bench.serve_limits import shapes as hostile_shapes
+from seqrec.runs import newest_version
+from seqrec.serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ID_LENGTH
 
 log = logging.getLogger("seqrec.bench.serve")
 SHARED_ENV = "SEQREC_SHARED_DATA"
@@ -65,9 +78,7 @@ def data_overrides(model: str, data: Path) -> list[str]:
 
 def find_run(runs_dir: Path, model: str) -> Path | None:
     """The newest trained version of the model's experiment under runs_dir."""
-    folder = runs_dir / MODELS[model]
-    versions = [p for p in folder.glob("version_*") if any((p / "checkpoints").glob("*.ckpt"))]
-    return max(versions, key=lambda p: int(p.name.split("_")[-1])) if versions else None
+    return newest_version(runs_dir / MODELS[model])
 
 
 def shown(command: list[str]) -> str:
@@ -105,13 +116,7 @@ def free_port() -> int:
 
 def peak_rss_bytes(pid: int) -> int | None:
     """The process's peak resident set (Linux ``VmHWM``), or None where /proc has none."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    return proc_status_bytes(pid, "VmHWM")
 
 
 class Server:
@@ -210,11 +215,6 @@ def replay_events(sequences: Any, per_user: int, seed: int = 0) -> tuple[list[tu
     else:
         out.sort(key=lambda e: (order[e[0]], e[2]))
     return out, timed
-
-
-def percentile_ms(values: list[float], q: float) -> float:
-    """The q-th percentile of seconds, in ms (nan for none)."""
-    return float(np.percentile(values, q) * 1e3) if values else float("nan")
 
 
 def run_level(url: str, clients: int, events: list[tuple[str, Any, int]], seconds: float) -> tuple[dict, float]:
@@ -354,6 +354,22 @@ def replay_model(name: str, run_dir: Path, train_cmd: list[str], extra: list[str
     result.file_bytes_per_user = figures["file_bytes"] / users
     result.blob_bytes_per_user = figures["state_blob_bytes"] / users
     return result
+
+
+# --- part 3: hostile requests --------------------------------------------------------------------------------
+def hostile_requests(run_dir: Path, args: argparse.Namespace, work: Path) -> list[HostileResult]:
+    """Part 3 (``seqrec.bench.serve_limits``): per request shape, a fresh server of ``run_dir`` with the limits."""
+    out = []
+    limits = ["--max-body-bytes", str(args.max_body_bytes), "--max-id-length", str(args.max_id_length)]
+    for label, body, ids in hostile_shapes(args.max_body_bytes, args.max_id_length):
+        server = Server(run_dir, work / "state-hostile.sqlite", limits, args.server_threads, args.sync).start()
+        try:
+            assert server.process is not None
+            out.append(measure_shape(server.url, server.process.pid, label, body, ids, args.hostile_seconds))
+            log.info("hostile: %s", out[-1])
+        finally:
+            server.stop()
+    return out
 
 
 # --- part 2: per-event cost vs history length ---------------------------------------------------------------
@@ -633,8 +649,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sync", choices=("full", "normal"), default="full", help="SQLite durability (default full)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of the in-process parts (default 1)")
     p.add_argument("--server-threads", type=int, default=1, help="torch threads per request in the server (default 1)")
-    p.add_argument("--skip-replay", action="store_true", help="only the cost sweep")
-    p.add_argument("--skip-sweep", action="store_true", help="only the replay")
+    p.add_argument("--skip-replay", action="store_true", help="no replay")
+    p.add_argument("--skip-sweep", action="store_true", help="no cost sweep")
+    p.add_argument("--skip-hostile", action="store_true", help="no hostile-request part")
+    p.add_argument("--hostile-seconds", type=float, default=10.0,
+                   help="seconds of /health pings per hostile request shape (default 10)")
+    p.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
+                   help="the hostile part's server limit (default: serve's, 256 KiB)")
+    p.add_argument("--max-id-length", type=int, default=DEFAULT_MAX_ID_LENGTH,
+                   help="the hostile part's server limit (default: serve's, 512)")
     p.add_argument("--out", type=Path, default=Path("results/SERVING.md"))
     p.add_argument("--png", type=Path, default=None, help="latency plot (default: beside --out, serving_latency.png)")
     p.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
@@ -655,6 +678,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     command = shlex.join(["python", "-m", "seqrec", "bench", "serve", *argv])
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     started = time.perf_counter()
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = sorted(set(names) - set(MODELS))
@@ -665,6 +689,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     trained = {m: ensure_run(m, args.data, args.runs_dir, args.epochs, max(args.threads, 2)) for m in names}
     served: list[ServedResult] = []
     swept: list[SweepResult] = []
+    hostile: list[HostileResult] = []
     with tempfile.TemporaryDirectory(prefix="seqrec-bench-serve-") as tmp:
         work = Path(tmp)
         if not args.skip_replay:
@@ -683,14 +708,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             max_len = max(lengths) + args.sweep_events + 3
             swept = sweep(sweep_models(runs, max_len, budgets, args.method), lengths, sequences.sequence(longest),
                           args.sweep_events, args.sync, work)
+        if not args.skip_hostile:
+            hostile = hostile_requests(trained[names[0]][0], args, work)
     png = None
     if swept:
         png = args.png or args.out.parent / "serving_latency.png"
         smoke = args.events < 1000 or args.sweep_events < 50
         png = png if plot(swept, png, " — smoke-size run" if smoke else "") else None
     text = report(served, swept, args, command, png, time.perf_counter() - started)
+    if hostile:
+        text += "\n" + "\n".join(report_lines(hostile, command, load, args.max_body_bytes, args.max_id_length)) + "\n"
     write_text(args.out, text)
-    figures = {"command": command, "served": [asdict(s) for s in served], "sweep": [asdict(r) for r in swept]}
+    figures = {"command": command, "served": [asdict(s) for s in served], "sweep": [asdict(r) for r in swept],
+               "hostile": [asdict(h) for h in hostile], "load_average": load}
     if args.json is not None:
         write_text(args.json, json.dumps(figures, indent=1))
     print(text)

@@ -128,7 +128,9 @@ class RawIdIndex:
     """Raw id -> position in ``ids`` (a str array, as ``Sequences.user_ids`` / ``item_ids``), vectorised.
 
     Lookups compare string forms, so ``7`` and ``"7"`` find the same entry; unknown ids map to -1.
-    Memory is one sorted copy of ``ids`` and its argsort (no Python dict per id).
+    Memory is one sorted copy of ``ids`` and its argsort (no Python dict per id). Keys are compared at the width
+    of ``ids``: a key longer than every id is unknown without a comparison (numpy would otherwise widen the whole
+    sorted copy to the longest key's width: a 1 Mi-character key against 3,000 ids is 12.5 GB).
     """
 
     def __init__(self, ids: np.ndarray) -> None:
@@ -138,9 +140,16 @@ class RawIdIndex:
     def lookup(self, raw: np.ndarray | list) -> np.ndarray:
         """(n,) int64 positions of ``raw`` ids in ``ids``, -1 where absent."""
         keys = np.asarray(raw)
-        keys = keys.astype(str) if keys.dtype.kind != "U" else keys
         if len(self.sorted) == 0 or len(keys) == 0:
             return np.full(len(keys), -1, dtype=np.int64)
+        width = max(self.sorted.dtype.itemsize // 4, 1)
+        if keys.dtype.kind == "U":
+            fits = np.char.str_len(keys) <= width
+        else:  # numbers or Python values: their text
+            text = [k if type(k) is str else str(k) for k in keys.tolist()]
+            fits = np.fromiter(map(len, text), dtype=np.int64, count=len(text)) <= width
+            keys = np.array(text, dtype=object)
+        keys = keys.astype(self.sorted.dtype)  # cuts an overlong key, which ``fits`` then rules out
         at = np.minimum(np.searchsorted(self.sorted, keys), len(self.sorted) - 1)
-        found = self.sorted[at] == keys
+        found = (self.sorted[at] == keys) & fits
         return np.where(found, self.order[at], -1).astype(np.int64)

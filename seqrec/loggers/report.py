@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from seqrec.atomic import atomic_write, write_text
+from seqrec.runs import newest_version
 
 _METRIC = re.compile(r"^(?P<split>[a-z]+)/(?P<kind>[a-z]+)@(?P<k>\d+)$")
 SITTING = "sitting"  # metrics.csv column: 0 for the first sitting of a run, n for its n-th resume
@@ -35,16 +36,13 @@ def find_run_dir(path: str | Path) -> Path:
     path = Path(path)
     if (path / "metrics.csv").is_file():
         return path
-    versions = sorted(
-        (p for p in path.glob("version_*") if (p / "metrics.csv").is_file()),
-        key=lambda p: int(p.name.split("_")[-1]) if p.name.split("_")[-1].isdigit() else -1,
-    )
-    if not versions:
+    newest = newest_version(path, keep=lambda p: (p / "metrics.csv").is_file())
+    if newest is None:
         raise FileNotFoundError(
             f"{path} is not a run directory: expected metrics.csv in it or in a version_N folder inside it "
             "(runs/<name>/version_N, written by the CSV logger of `python -m seqrec.fit`)"
         )
-    return versions[-1]
+    return newest
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, float]]:

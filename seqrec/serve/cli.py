@@ -11,7 +11,9 @@ Loads a trained run (``seqrec.load_run``: its config, data ids and best checkpoi
   fraction R of each layer's entries (the compression benchmark's methods: uncompressed, prune, tome,
   streaming, h2o, snapkv, ...);
 - ``--reset-store`` discards the stored states (the store must match the model: a store written for another
-  checkpoint or compression is refused with a one-line error, as is a corrupt file).
+  checkpoint or compression is refused with a one-line error, as is a corrupt file);
+- ``--max-body-bytes`` (default 256 KiB) and ``--max-id-length`` (default 512 characters) bound what one request
+  may send (``seqrec.serve.limits``): a larger body is a 413, a longer id a 422, both before any lookup.
 
 SIGINT/SIGTERM finish the requests in flight, then flush and close the store (uvicorn then re-raises the signal, so
 the exit status is the signal's). A bad run, store or option is one line ``error: ...``, exit 2 (``SEQREC_DEBUG=1``
@@ -26,9 +28,11 @@ import os
 import sys
 from pathlib import Path
 
+from seqrec.serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ID_LENGTH, Limits
 from seqrec.serve.store import SYNC_MODES, StoreError, open_store
 
 log = logging.getLogger("seqrec.serve")
+SWITCH_INTERVAL_S = 0.001
 
 
 def parser() -> argparse.ArgumentParser:
@@ -53,6 +57,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     p.add_argument("--threads", type=int, default=1, help="torch threads per request (default 1: requests run in parallel)")
     p.add_argument("--request-threads", type=int, default=None, help="requests served at once (default: anyio's 40)")
+    p.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
+                   help=f"largest request body (default {DEFAULT_MAX_BODY_BYTES:,}: 256 KiB); larger is HTTP 413")
+    p.add_argument("--max-id-length", type=int, default=DEFAULT_MAX_ID_LENGTH,
+                   help=f"longest user or item id in characters (default {DEFAULT_MAX_ID_LENGTH}); longer is HTTP 422")
     p.add_argument("--log-level", default="info")
     return p
 
@@ -82,6 +90,7 @@ def build_serving(args: argparse.Namespace):  # noqa: ANN201 (Serving; imported 
     import seqrec
     from seqrec.serve.service import Serving
 
+    Limits(args.max_body_bytes, args.max_id_length)  # bad bounds fail before the run is loaded
     run = seqrec.load_run(args.run, checkpoint=args.checkpoint, device=args.device, threads=args.threads)
     store_path = None
     if not args.redis:
@@ -91,7 +100,8 @@ def build_serving(args: argparse.Namespace):  # noqa: ANN201 (Serving; imported 
     store = open_store(store_path, args.redis, args.redis_prefix, args.sync, check=not args.no_check)
     cache = args.cache_size if args.cache_size is not None else (0 if args.redis else 100_000)
     try:
-        return Serving.from_run(run, store, cache, compress=args.compress, budget=args.budget, threads=args.threads)
+        return Serving.from_run(run, store, cache, compress=args.compress, budget=args.budget, threads=args.threads,
+                                max_id_length=args.max_id_length)
     except BaseException:
         store.close()
         raise
@@ -110,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     try:
         serving = build_serving(args)
-    except (StoreError, FileNotFoundError, ValueError, TypeError) as error:  # a bad store, run or option: one line
+    except (StoreError, OSError, ValueError, TypeError) as error:  # a bad store, run, checkpoint or option: one line
         if os.environ.get("SEQREC_DEBUG", "").strip().lower() not in ("", "0", "false"):
             raise
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
@@ -118,7 +128,10 @@ def main(argv: list[str] | None = None) -> None:
     info = serving.description
     print(f"serving {info.get('model')} ({info.get('adapter')} state, {serving.store.backend} store "
           f"{serving.store.location}) on http://{args.host}:{args.port} (OpenAPI docs: /docs)", flush=True)
-    app = create_app(serving, request_threads=args.request_threads)
+    # a request thread running Python hands the GIL to the event loop (/health, reading bodies) within 1 ms, not 5
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    app = create_app(serving, request_threads=args.request_threads, max_body_bytes=args.max_body_bytes,
+                     max_id_length=args.max_id_length)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level.lower(),
                             timeout_graceful_shutdown=30, access_log=False)
     uvicorn.Server(config).run()

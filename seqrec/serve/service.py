@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import logging
 import math
 import threading
@@ -36,7 +37,7 @@ import torch
 from torch import Tensor
 
 from seqrec.api import catalogue_topk
-from seqrec.data.sequences import RawIdIndex
+from seqrec.serve.limits import CHUNK, DEFAULT_MAX_ID_LENGTH, chunks, shown, too_long
 from seqrec.serve.state import (
     StateAdapter,
     UserTensors,
@@ -75,6 +76,12 @@ class SequenceGap(ServingError):
     """An event numbered past the user's next event (``seq`` > events)."""
 
     status = 409
+
+
+class IdTooLong(ServingError):
+    """A user or item id longer than the server's ``max_id_length`` (refused before any lookup)."""
+
+    status = 422
 
 
 class Contended(ServingError):
@@ -140,10 +147,14 @@ class Entry:
 
 
 class Catalogue:
-    """Raw item ids <-> item ids 1..N (``Sequences.item_ids`` order; string comparison, so 7 and "7" match)."""
+    """Raw item ids <-> item ids 1..N (``Sequences.item_ids`` order): a hash map from each id's text (so 7 and "7" match).
+
+    A lookup costs O(length of the key), whatever the catalogue's size (a sorted numpy array of fixed-width strings
+    would widen the whole catalogue to the width of the longest key). Memory: one dict entry per item.
+    """
 
     def __init__(self, item_ids: np.ndarray, raw_of: Callable[[np.ndarray], np.ndarray]) -> None:
-        self.index = RawIdIndex(np.asarray(item_ids).astype(str))
+        self.index: dict[str, int] = {raw: i for i, raw in enumerate(np.asarray(item_ids).astype(str).tolist()) if i > 0}
         self.raw_of = raw_of
         self.size = len(item_ids) - 1
 
@@ -160,9 +171,11 @@ class Catalogue:
 
     def ids(self, raw: Sequence[Any]) -> np.ndarray:
         """(n,) item ids, 0 where unknown."""
-        if len(raw) == 0:
-            return np.zeros(0, dtype=np.int64)
-        return np.maximum(self.index.lookup(np.asarray([str(r) for r in raw])), 0)
+        out = np.empty(len(raw), dtype=np.int64)
+        for start, part in zip(itertools.count(0, CHUNK), chunks(raw)):  # slices: /health may take the GIL between
+            out[start:start + len(part)] = np.fromiter(map(self.index.get, map(str, part), itertools.repeat(0)),
+                                                       dtype=np.int64, count=len(part))
+        return out
 
     def raw(self, ids: np.ndarray) -> list[Any]:
         """Raw ids (JSON-ready Python values) of item ids."""
@@ -219,8 +232,10 @@ class Serving:
         ctr_chunk: int = 2048,
         description: dict[str, Any] | None = None,
         threads: int | None = 1,
+        max_id_length: int = DEFAULT_MAX_ID_LENGTH,
     ) -> None:
         self.adapter, self.store, self.catalogue = adapter, store, catalogue
+        self.max_id_length = max_id_length
         self.model = adapter.model
         self.cache = LRUCache(cache_size)
         self.stripes = [threading.Lock() for _ in range(LOCK_STRIPES)]
@@ -281,7 +296,9 @@ class Serving:
     # --- users and their locks -----------------------------------------------------------------------
     @contextlib.contextmanager
     def locked(self, users: Sequence[str]) -> Iterator[None]:
-        """Hold the lock stripes of ``users`` (acquired in stripe order: no deadlock between requests)."""
+        """Hold the lock stripes of ``users`` (acquired in stripe order: no deadlock between requests); an id over
+        ``max_id_length`` is refused first (``IdTooLong``), before the cache or the store is asked for it."""
+        self.check_length(users, "user")
         stripes = sorted({hash(u) % LOCK_STRIPES for u in users})
         for s in stripes:
             self.stripes[s].acquire()
@@ -302,17 +319,24 @@ class Serving:
         try:
             tensors = unpack_tensors(record.blob, self.adapter.device)
         except ValueError as error:
-            raise StoreError(f"{self.store.location}: state of user {user!r} does not decode ({error})") from None
+            raise StoreError(f"{self.store.location}: state of user {shown(user)} does not decode ({error})") from None
         entry = Entry(record.events, tensors, ItemLog(record.seen), record.last_time, len(record.blob))
         self.cache.put(user, entry)
         return entry
 
+    def check_length(self, ids: Sequence[Any], what: str) -> None:
+        """``IdTooLong`` for the first id longer than ``max_id_length`` (before anything looks it up)."""
+        problem = too_long(ids, what, self.max_id_length)
+        if problem is not None:
+            raise IdTooLong(problem)
+
     def item_ids(self, raw: Sequence[Any]) -> np.ndarray:
-        """Item ids of raw items; ``UnknownItem`` naming the first one the catalogue lacks."""
+        """Item ids of raw items; ``IdTooLong`` before any lookup, ``UnknownItem`` naming the first one the catalogue lacks."""
+        self.check_length(raw, "item")
         ids = self.catalogue.ids(raw)
         if (ids == 0).any():
             bad = raw[int(np.flatnonzero(ids == 0)[0])]
-            raise UnknownItem(f"unknown item {bad!r}: not in this model's catalogue of {self.catalogue.size:,} items")
+            raise UnknownItem(f"unknown item {shown(bad)}: not in this model's catalogue of {self.catalogue.size:,} items")
         return ids
 
     # --- update ----------------------------------------------------------------------------------------
@@ -320,8 +344,9 @@ class Serving:
         """Append events and advance the users' states; one transaction for the request (module docstring)."""
         if not events:
             return []
-        ids = self.item_ids([e.item for e in events])
         users = list(dict.fromkeys(e.user for e in events))
+        self.check_length(users, "user")
+        ids = self.item_ids([e.item for e in events])
         with self.locked(users):
             for attempt in range(CAS_RETRIES):
                 entries = {u: self._entry(u) for u in users}
@@ -334,7 +359,7 @@ class Serving:
                         if e.seq < count[e.user]:
                             continue  # already applied (a retry): acknowledged, not applied again
                         if e.seq > count[e.user]:
-                            gap = (f"user {e.user!r} has {count[e.user]} events; event number {e.seq} would leave a "
+                            gap = (f"user {shown(e.user)} has {count[e.user]} events; event number {e.seq} would leave a "
                                    f"gap (send event {count[e.user]} first)")
                             break
                     plan[e.user].append(i)
@@ -368,7 +393,7 @@ class Serving:
                 self.counters["events"] += sum(applied)
                 self.counters["duplicates"] += len(events) - sum(applied)
                 return [Ack(e.user, count[e.user], applied[i]) for i, e in enumerate(events)]
-        raise Contended(f"users {users[:3]} changed under this worker {CAS_RETRIES} times in a row; retry the request")
+        raise Contended(f"users {', '.join(shown(u) for u in users[:3])} changed under this worker {CAS_RETRIES} times in a row; retry the request")
 
     def _advance(self, users: list[str], entries: dict[str, Entry], plan: dict[str, list[int]], ids: np.ndarray
                  ) -> dict[str, UserTensors]:
@@ -404,7 +429,7 @@ class Serving:
             entries = [self._entry(u) for u in users]
             empty = [u for u, e in zip(users, entries) if e.events == 0]
             if empty:
-                raise NoEvents(f"user {empty[0]!r} has no events yet: post one first (POST /v1/users/{{user}}/events)")
+                raise NoEvents(f"user {shown(empty[0])} has no events yet: post one first (POST /v1/users/{{user}}/events)")
             excluded = [self._exclusions(e.seen.view(), exclude) for e in entries]
             rows = torch.from_numpy(np.repeat(np.arange(len(users)), [len(x) for x in excluded]))
             items = torch.from_numpy(np.concatenate(excluded))  # a copy: safe after the locks are released
@@ -450,7 +475,7 @@ class Serving:
         with self.locked([user]):
             entry = self._entry(user)
             if entry.events == 0:
-                raise NoEvents(f"user {user!r} has no events yet: post one first (POST /v1/users/{{user}}/events)")
+                raise NoEvents(f"user {shown(user)} has no events yet: post one first (POST /v1/users/{{user}}/events)")
             targets = torch.from_numpy(ids).to(self.adapter.device)
             with self._inference():
                 if self.adapter.family == "next_item":

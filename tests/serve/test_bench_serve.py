@@ -15,6 +15,7 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed (pip ins
 pytest.importorskip("httpx", reason="the serve extra is not installed (pip install 'seqrec[serve]')")
 
 
+@pytest.mark.slow
 def test_bench_serve_smoke(tmp_path, serve_runs):
     runs = tmp_path / "runs"
     for name, experiment in (("lru", "lru_ml1m"), ("ctr", "ctr_transformer_ml1m")):
@@ -23,7 +24,8 @@ def test_bench_serve_smoke(tmp_path, serve_runs):
     out = tmp_path / "SERVING.md"
     figures = main(["bench", "serve", "--data", str(data), "--runs-dir", str(runs), "--models", "lru,ctr",
                     "--clients", "1,2", "--events", "4", "--seconds", "30", "--lengths", "5,20", "--sweep-events", "3",
-                    "--budgets", "0.5", "--sync", "normal", "--out", str(out), "--json", str(tmp_path / "serving.json")])
+                    "--budgets", "0.5", "--sync", "normal", "--hostile-seconds", "0.5", "--out", str(out),
+                    "--json", str(tmp_path / "serving.json")])
     text = out.read_text()
     assert "Smoke-size run" in text and "| LRURec (stored state) | recurrent | 20 |" in text and "Goal (LRURec" in text
     assert (tmp_path / "serving_latency.png").stat().st_size > 10_000
@@ -40,3 +42,9 @@ def test_bench_serve_smoke(tmp_path, serve_runs):
     kv = {r["length"]: r["state_bytes"] for r in sweep if r["adapter"] == "kv-cache"}
     assert kv[20] > kv[5]  # the KV cache grows with the history; LRURec's state does not
     assert len({r["state_bytes"] for r in sweep if r["adapter"] == "recurrent"}) == 1
+    hostile = figures["hostile"]  # part 3: the largest bodies the server accepts, and the probe's 1 Mi-character id
+    assert [h["status"] for h in hostile] == [404, 404, 413]
+    assert all(h["body_bytes"] <= 256 * 1024 for h in hostile[:2]) and hostile[1]["ids"] > 20_000
+    assert all(h["health_idle_p99_ms"] > 0 and h["health_p99_ms"] > 0 for h in hostile)
+    assert all(h["peak_rss_added_mb"] is None or h["peak_rss_added_mb"] >= 0 for h in hostile)
+    assert "## Hostile requests" in text and "Goal (/health p99 within 2x" in text

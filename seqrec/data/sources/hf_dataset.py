@@ -3,7 +3,7 @@
 ``HFDataset(path, name=None, split="train", data_files=None, ...)`` calls ``datasets.load_dataset`` with
 those arguments (or ``datasets.load_from_disk`` for a directory written by ``Dataset.save_to_disk``) and maps
 columns as ``InteractionsFile`` does (``user``, ``item``, ``timestamp``, ``rating``; ids integers or text,
-kept with their type). The dataset's Arrow cache is read in batches straight to numpy (``with_format("arrow")``;
+kept with their type, text stripped of surrounding whitespace). The dataset's Arrow cache is read in batches straight to numpy (``with_format("arrow")``;
 no Python object per row). Needs the ``datasets`` package: ``pip install 'seqrec[hf]'``.
 
 A Hub dataset needs the network the first time (then ``datasets`` reads its own cache, also with
@@ -21,6 +21,7 @@ import numpy as np
 
 from seqrec.data.interactions import Interactions, Source
 from seqrec.data.sources.interactions_file import (
+    ID_RULES,
     ColumnMap,
     Where,
     check_columns,
@@ -138,7 +139,7 @@ class HFDataset(Source):
             stat = file.stat() if file.exists() else None
             digest.update(f"{file}:{stat.st_size if stat else 0}:{stat.st_mtime_ns if stat else 0}\n".encode())
         where = f"{self.path}:{self.config_name}:{self.split}:{self.data_files}:{self.data_dir}:{self.revision}"
-        return (f"HFDataset:{where}:{self.columns.key()}:{self.timestamp_format!r}:"
+        return (f"HFDataset:{where}:{self.columns.key()}:{ID_RULES}:{self.timestamp_format!r}:"
                 f"{getattr(self._dataset, '_fingerprint', '')}:{digest.hexdigest()[:16]}")
 
     def load(self) -> Interactions:

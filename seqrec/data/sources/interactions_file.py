@@ -12,9 +12,14 @@ timestamps or dates, or text: ISO 8601 (``2024-03-01``, ``2024-03-01 12:30:00``,
 ``timestamp_format`` (``%d/%m/%Y %H:%M``); text and Arrow timestamps become Unix seconds. Without a timestamp
 column (``timestamp: null``) the file's order within each user is the time order.
 
+Text ids are stripped of surrounding whitespace (`` 5``, ``5 `` and ``5`` are one id; a warning counts the ids
+that were padded), whatever the format: a choice, so that ``a, b`` exports and hand-edited files do not split one
+user in two; an id that is only whitespace is an empty cell.
+
 Every problem with the input is one line naming the file, the column and the row: a missing column (with
-the columns the file has), an empty cell, an id or timestamp that cannot be parsed, an empty file. Rows are
-counted from 1 over the data (the header is not a row); for text files the physical line is given too.
+the columns the file has), a mapped column name given twice, an empty cell, an id or timestamp that cannot be
+parsed, an empty file, a truncated or corrupt file (a cut ``.gz``). Rows are counted from 1 over the data (the
+header is not a row); for text files the physical line is given too.
 
 The Arrow helpers here (``read_table_columns``, ``interactions_from_table``) are shared with the Hugging Face
 source (``seqrec.data.sources.hf_dataset``).
@@ -22,12 +27,14 @@ source (``seqrec.data.sources.hf_dataset``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import hashlib
 import logging
 import re
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -46,6 +53,7 @@ _PARQUET_MAGIC = b"PAR1"
 _CANONICAL_INT = r"^(0|-?[1-9][0-9]{0,17})$"  # round-trips through int64 and back to the same text
 _INT_TEXT = r"^[+-]?[0-9]+$"
 _FLOAT_TEXT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+ID_RULES = "ids=stripped"  # part of every file source's fingerprint: a cache of unstripped ids is other data
 
 
 def _pyarrow():  # noqa: ANN202 (module)
@@ -158,8 +166,39 @@ def _check_nulls(array, where: Where, column: str) -> None:  # noqa: ANN001
         raise input_error(where, column, bad, "empty value", "every row needs a value in this column")
 
 
+@contextlib.contextmanager
+def reading(path: Path | str) -> Iterator[None]:
+    """A read that fails on the bytes of ``path`` (a cut ``.gz``, a damaged Parquet file, an I/O error) as one
+    ValueError naming it; a missing file stays a FileNotFoundError."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except (OSError, EOFError, zlib.error) as error:
+        detail = " ".join((str(error) or type(error).__name__).split())
+        raise ValueError(f"{path}: cannot be read ({detail}); the file is truncated or corrupt; write or fetch it "
+                         "again") from None
+
+
+def stripped_ids(array, where: Where, column: str):  # noqa: ANN001, ANN201 (pyarrow arrays)
+    """Text ids without surrounding whitespace (a warning counts those that had it); an id of whitespace only is an
+    empty value."""
+    pa = _pyarrow()
+    pc = pa.compute
+    trimmed = pc.utf8_trim_whitespace(array)
+    changed = int(pc.sum(pc.not_equal(array, trimmed)).as_py() or 0)
+    if changed:
+        empty = pc.equal(trimmed, "")
+        if bool(pc.any(empty).as_py()):
+            raise input_error(where, column, _first_true(empty), "empty value", "every row needs a value in this column")
+        log.warning("%s, column %r: %d ids had surrounding whitespace, stripped (' 5' and '5' are one id)",
+                    where.name, column, changed)
+    return trimmed
+
+
 def id_column(array, where: Where, column: str, text_ints: bool) -> np.ndarray:  # noqa: ANN001
-    """Raw ids as numpy: int64 for integer columns (and, with ``text_ints``, text of canonical integers), else str."""
+    """Raw ids as numpy: int64 for integer columns (and, with ``text_ints``, text of canonical integers), else str
+    stripped of surrounding whitespace (``stripped_ids``)."""
     pa = _pyarrow()
     pc = pa.compute
     array = _unwrap(array)
@@ -176,6 +215,7 @@ def id_column(array, where: Where, column: str, text_ints: bool) -> np.ndarray: 
         return values.astype(np.int64)
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         array = array.cast(pa.string())
+    array = stripped_ids(array, where, column)
     if text_ints and len(array) and bool(pc.all(pc.match_substring_regex(array, _CANONICAL_INT)).as_py()):
         return array.cast(pa.int64()).to_numpy(zero_copy_only=False)
     values = array.to_numpy(zero_copy_only=False)
@@ -258,8 +298,14 @@ def rating_column(array, where: Where, column: str) -> np.ndarray:  # noqa: ANN0
 def check_columns(
     names: list[str], columns: ColumnMap, where: str, header: str = "row 1 (the header)", prefix: str = "--data.source."
 ) -> None:
-    """A one-line error naming the first mapped column the input lacks, the columns it has and the flag to set."""
+    """A one-line error naming the first mapped column the input lacks (the columns it has and the flag to set) or
+    names twice (which of the two holds the role is ambiguous)."""
     for role, column in columns.roles().items():
+        positions = [i + 1 for i, name in enumerate(names) if name == column]
+        if len(positions) > 1:
+            listed = ", ".join(str(p) for p in positions[:-1]) + f" and {positions[-1]}"
+            raise ValueError(f"{where}, column {column!r}, {header}: {len(positions)} columns are named {column!r} "
+                             f"(columns {listed}), so which holds the {role} is ambiguous; rename the other one")
         if column not in names:
             shown = ", ".join(repr(n) for n in names[:20]) + (", ..." if len(names) > 20 else "")
             optional = " (or null for none)" if role in ("timestamp", "rating") else ""
@@ -520,12 +566,13 @@ class InteractionsFile(Source):
         """The file's sha256 and everything that changes how it is read (columns, format, delimiter, ...)."""
         self.prepare()
         options = f"{self.format}:{self.delimiter!r}:{self.header}:{self.timestamp_format!r}"
-        return f"InteractionsFile:{self.columns.key()}:{options}:{self._sha256}"
+        return f"InteractionsFile:{self.columns.key()}:{ID_RULES}:{options}:{self._sha256}"
 
     def load(self) -> Interactions:
         """Read the mapped columns and convert them (one-line errors naming file, column and row)."""
         self.prepare()
-        table, where, text_ints = read_table_columns(self.path, self.columns, self.format, self.delimiter, self.header)
+        with reading(self.path):
+            table, where, text_ints = read_table_columns(self.path, self.columns, self.format, self.delimiter, self.header)
         result = interactions_from_table(table, self.columns, where, text_ints, self.timestamp_format)
         log.info("%s: %d interactions, %d users, %d items", self.describe(), len(result),
                  len(np.unique(result.users)), len(np.unique(result.items)))

@@ -175,3 +175,45 @@ def test_a_cache_written_before_id_kinds_still_loads_with_text_ids(tmp_path):
     seqs.id_kinds = ("int", "int")
     seqs.save(tmp_path / "new")
     assert list(Sequences.load(tmp_path / "new").raw_item_ids(np.array([2, 1]))) == [4, 3]
+
+
+def test_ids_are_stripped_of_surrounding_whitespace_with_a_warning(tmp_path, caplog):
+    """`` 5`` and ``5`` are one user (the README's choice: strip, not refuse); ids that were padded are counted."""
+    (tmp_path / "spaced.csv").write_text("user,item,timestamp\n 5,m1,1\n5,m2,2\n5 , m3,3\n7,\tm1,4\n")
+    with caplog.at_level("WARNING"):
+        inter = InteractionsFile(str(tmp_path / "spaced.csv")).load()
+    assert inter.users.dtype == np.int64 and list(inter.users) == [5, 5, 5, 7]
+    assert list(inter.items) == ["m1", "m2", "m3", "m1"]
+    assert "column 'user': 2 ids had surrounding whitespace" in caplog.text
+    assert "column 'item': 2 ids had surrounding whitespace" in caplog.text
+    pq.write_table(pa.table({"user": [" a", "a "], "item": ["x", "y"], "timestamp": [1, 2]}), tmp_path / "s.parquet")
+    assert list(InteractionsFile(str(tmp_path / "s.parquet")).load().users) == ["a", "a"]
+    (tmp_path / "blank.csv").write_text("user,item,timestamp\n1,m1,1\n  ,m2,2\n")
+    with pytest.raises(ValueError, match=r"blank\.csv, column 'user', row 2 \(line 3\): empty value"):
+        InteractionsFile(str(tmp_path / "blank.csv")).load()
+
+
+def test_a_stripped_file_does_not_reuse_a_cache_of_its_unstripped_ids(tmp_path):
+    write_events(tmp_path / "events.csv")
+    assert ":ids=stripped:" in source(tmp_path / "events.csv").fingerprint()
+
+
+def test_a_repeated_column_name_is_an_error_naming_it(tmp_path):
+    (tmp_path / "twice.csv").write_text("U,I,T,I\na,x,1,y\nb,z,2,w\n")
+    with pytest.raises(ValueError) as error:
+        InteractionsFile(str(tmp_path / "twice.csv"), user="U", item="I", timestamp="T").load()
+    assert str(error.value) == (f"{tmp_path / 'twice.csv'}, column 'I', row 1 (the header): 2 columns are named 'I' "
+                                "(columns 2 and 4), so which holds the item is ambiguous; rename the other one")
+    unmapped = InteractionsFile(str(tmp_path / "twice.csv"), user="U", item="T", timestamp=None).load()
+    assert list(unmapped.items) == [1, 2]  # a repeated name no role uses is harmless
+
+
+def test_a_truncated_gzip_names_the_file(tmp_path):
+    write_events(tmp_path / "events.csv", num_users=1000)
+    whole = gzip.compress((tmp_path / "events.csv").read_bytes())
+    path = tmp_path / "events.csv.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ValueError) as error:
+        source(path).load()
+    assert str(error.value).startswith(f"{path}: cannot be read (")
+    assert "the file is truncated or corrupt; write or fetch it again" in str(error.value)

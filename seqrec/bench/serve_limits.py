@@ -1,0 +1,202 @@
+"""Part 3 of ``python -m seqrec bench serve``: hostile requests against a running server (``seqrec.serve.limits``).
+
+For each request shape of the largest size the server accepts (a body of exactly ``--max-body-bytes``, ids the
+catalogue does not have, so the server parses, checks and looks up all of them before its 404), and for the fault
+probe's request (one 1 Mi-character id, refused unread):
+
+- **/health while it is in flight**: one client sends the request back to back (one always in flight) while another
+  asks ``/health`` every ``GAP_S`` for ``--hostile-seconds``; p50/p99 against ``/health`` on the idle server, asked
+  the same way just before. Goal: p99 within 2x the idle p99.
+- **peak RSS added by one such request**: the server's peak resident set is reset (``/proc/PID/clear_refs``, 5)
+  before a request and read (``VmHWM``) after it: the peak minus the resident set before; for the first request of
+  the shape on a fresh server (heap pages a request frees stay resident and serve the next ones, so later requests
+  add less) and the largest of 1 + ``RSS_TRIALS``. Goal: under 10 MB.
+
+Each shape gets a fresh server (``measure_shape``); the flood runs in a process of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+GAP_S = 0.005  # between /health requests
+RSS_TRIALS = 5
+HEALTH_GOAL = 2.0  # p99 during / idle p99
+RSS_GOAL_MB = 10.0
+
+
+@dataclass
+class HostileResult:
+    """One request shape: what the server answered, how long, what /health did meanwhile, the memory it added."""
+
+    request: str
+    body_bytes: int
+    ids: int
+    status: int
+    request_p50_ms: float
+    health_idle_p50_ms: float
+    health_idle_p99_ms: float
+    health_p50_ms: float
+    health_p99_ms: float
+    health_ratio: float
+    first_rss_added_mb: float | None  # the first such request on a fresh server
+    peak_rss_added_mb: float | None  # the largest of all, the first included
+
+
+def unknown_ids_body(max_body_bytes: int, id_length: int, max_ids: int = 100_000) -> tuple[bytes, int]:
+    """``{"items": [...]}`` of ids of ``id_length`` characters no catalogue has, at most ``max_body_bytes`` long."""
+    per_id = id_length + 4  # the quotes and ", " of json.dumps
+    count = max(1, min(max_ids, (max_body_bytes - len('{"items": []}') + 2) // per_id))
+    ids = [f"zz{i:0{id_length - 2}d}" for i in range(count)]  # "zz000041": no catalogue's ids (id_length >= 8)
+    return json.dumps({"items": ids}).encode(), count
+
+
+def shapes(max_body_bytes: int, max_id_length: int) -> list[tuple[str, bytes, int]]:
+    """(label, body, ids) of the requests measured (module docstring)."""
+    longest, n_long = unknown_ids_body(max_body_bytes, max_id_length)
+    shortest, n_short = unknown_ids_body(max_body_bytes, 8)
+    probe = json.dumps({"item": "x" * (1 << 20)}).encode()
+    return [(f"{max_body_bytes:,}-byte body of {max_id_length}-character unknown ids", longest, n_long),
+            (f"{max_body_bytes:,}-byte body of 8-character unknown ids", shortest, n_short),
+            ("the probe's 1 Mi-character item id (over the body limit)", probe, 1)]
+
+
+def percentile_ms(values: list[float], q: float) -> float:
+    """The q-th percentile of seconds, in ms (nan for none)."""
+    return float(np.percentile(values, q) * 1e3) if values else float("nan")
+
+
+def health_times(url: str, seconds: float, stop: threading.Event | None = None) -> list[float]:
+    """Seconds of each ``GET /health`` asked every ``GAP_S`` for ``seconds`` (one keep-alive connection)."""
+    import httpx
+
+    times = []
+    deadline = time.perf_counter() + seconds
+    with httpx.Client(base_url=url, timeout=120.0) as http:
+        while time.perf_counter() < deadline and not (stop is not None and stop.is_set()):
+            start = time.perf_counter()
+            http.get("/health").raise_for_status()
+            times.append(time.perf_counter() - start)
+            time.sleep(GAP_S)
+    return times
+
+
+def proc_status_bytes(pid: int, key: str) -> int | None:
+    """A ``/proc/PID/status`` figure in bytes (``VmRSS``, ``VmHWM``), or None where there is none."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{key}:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def peak_rss_added(pid: int, send: Callable[[], object]) -> int | None:
+    """Bytes the process's peak resident set rose above its resident set during ``send()`` (None without /proc)."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := VmRSS (Linux >= 4.0)
+    except OSError:
+        return None
+    before = proc_status_bytes(pid, "VmRSS")
+    send()
+    peak = proc_status_bytes(pid, "VmHWM")
+    return None if before is None or peak is None else max(peak - before, 0)
+
+
+def flood(url: str, body: bytes, stop: Any, took: Any) -> None:
+    """Send ``body`` back to back until ``stop`` is set; each request's seconds into the ``took`` queue.
+
+    Runs in a process of its own (``measure_shape``): in the process that times ``/health`` its GIL would delay
+    those requests and the figure would be the client's, not the server's.
+    """
+    import httpx
+
+    headers = {"content-type": "application/json"}
+    with httpx.Client(base_url=url, timeout=120.0) as http:
+        while not stop.is_set():
+            start = time.perf_counter()
+            http.post("/v1/users/hostile/events", content=body, headers=headers)
+            took.put(time.perf_counter() - start)
+
+
+def measure_shape(url: str, pid: int, label: str, body: bytes, ids: int, seconds: float) -> HostileResult:
+    """One request shape against a fresh server (module docstring): the first request's peak RSS added, then the
+    largest of ``RSS_TRIALS`` more, then /health idle and with the request in flight."""
+    import multiprocessing
+    import queue
+
+    import httpx
+
+    headers = {"content-type": "application/json"}
+    with httpx.Client(base_url=url, timeout=120.0) as http:
+        def post() -> None:
+            nonlocal status
+            status = http.post("/v1/users/hostile/events", content=body, headers=headers).status_code
+
+        status = 0
+        http.get("/health").raise_for_status()
+        added = [a for a in (peak_rss_added(pid, post) for _ in range(1 + RSS_TRIALS)) if a is not None]
+    idle = health_times(url, seconds / 2)
+    context = multiprocessing.get_context("spawn")
+    stop, took = context.Event(), context.Queue()
+    sender = context.Process(target=flood, args=(url, body, stop, took), daemon=True)
+    sender.start()
+    times: list[float] = []
+    try:
+        times.append(took.get(timeout=120))  # the flood is running: a request is in flight from now on
+        during = health_times(url, seconds)
+    finally:
+        stop.set()
+        while sender.is_alive():
+            try:
+                times.append(took.get(timeout=0.1))
+            except queue.Empty:
+                pass
+        sender.join()
+    idle_p99, during_p99 = percentile_ms(idle, 99), percentile_ms(during, 99)
+    return HostileResult(label, len(body), ids, status, percentile_ms(times, 50), percentile_ms(idle, 50), idle_p99,
+                         percentile_ms(during, 50), during_p99, during_p99 / idle_p99,
+                         added[0] / 2**20 if added else None, max(added) / 2**20 if added else None)
+
+
+def report_lines(results: list[HostileResult], command: str, load: str, max_body_bytes: int, max_id_length: int
+                 ) -> list[str]:
+    """The report's section (``results/SERVING.md``)."""
+
+    def cell(value: float | None, digits: int = 2) -> str:
+        return "–" if value is None or not np.isfinite(value) else f"{value:,.{digits}f}"
+
+    lines = ["## Hostile requests: /health while the largest request is in flight, and the memory it adds", "",
+             f"A server on the LRURec run with `--max-body-bytes {max_body_bytes}` and `--max-id-length {max_id_length}`. Each "
+             "request shape is sent back to back by one client (one always in flight) while another asks `/health` every "
+             f"{GAP_S * 1e3:.0f} ms; `idle` is `/health` asked the same way just before, with nothing else in flight. The "
+             "ids are unknown to the catalogue: the server reads, parses, length-checks and looks up every one before "
+             "its 404. `peak RSS added` is the server's peak resident set during one request minus its resident set "
+             f"before (`/proc/PID/clear_refs`): the first request of the shape on a fresh server, and the largest of "
+             f"{1 + RSS_TRIALS}. Each shape has a fresh server; the flood runs in a process of its own.", "",
+             f"Command: `{command}` (part 3); load average at the start: {load}", "",
+             "| request | body bytes | ids | status | request p50 ms | /health idle p50 / p99 ms | /health during "
+             "p50 / p99 ms | p99 during / idle | peak RSS added MB, first / largest |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        lines.append(f"| {r.request} | {r.body_bytes:,} | {r.ids:,} | {r.status} | {cell(r.request_p50_ms)} | "
+                     f"{cell(r.health_idle_p50_ms)} / {cell(r.health_idle_p99_ms)} | {cell(r.health_p50_ms)} / "
+                     f"{cell(r.health_p99_ms)} | {cell(r.health_ratio)}x | {cell(r.first_rss_added_mb)} / "
+                     f"{cell(r.peak_rss_added_mb)} |")
+    worst_ratio = max((r.health_ratio for r in results), default=float("nan"))
+    rss = [r.peak_rss_added_mb for r in results if r.peak_rss_added_mb is not None]
+    lines += ["", f"**Goal (/health p99 within {HEALTH_GOAL:g}x its idle p99 while the largest request is in flight): "
+              f"{'met' if worst_ratio <= HEALTH_GOAL else 'NOT met'}** (worst {cell(worst_ratio)}x). "
+              f"**Goal (peak RSS added by the largest request under {RSS_GOAL_MB:g} MB): "
+              f"{'met' if rss and max(rss) < RSS_GOAL_MB else 'NOT met' if rss else 'not measured (no /proc)'}** "
+              f"(largest {cell(max(rss) if rss else None)} MB).", ""]
+    return lines

@@ -1,0 +1,81 @@
+"""Bounds on what one request may ask of the server, checked before any work is done for it.
+
+A request is parsed and answered in bounded time and memory whatever a client sends:
+
+- the body: at most ``max_body_bytes`` (default 256 KiB, ``serve --max-body-bytes``); a declared larger body is
+  refused (HTTP 413) before a byte of it is read, an undeclared (chunked) one as soon as the bytes read pass the limit;
+- ids: a user or item id longer than ``max_id_length`` characters (default 512, ``serve --max-id-length``) is
+  refused (HTTP 422) before any lookup: the catalogue is a hash map (``seqrec.serve.service.Catalogue``), so a
+  lookup costs O(key length), never the catalogue's size times it;
+- JSON nested past the parser's recursion limit is a 422 (the request bodies are 3 levels deep);
+- an error message shows at most ``SHOWN_CHARACTERS`` of an id the client sent, and its length (``shown``).
+
+The body size bounds the work and the memory of one request, and so how long it holds the GIL in one piece (a
+request thread's C calls, parsing above all, are not interrupted for the event loop that answers ``/health``):
+the worst body, short ids, costs ~6.5 ms to parse and ~10 MB of peak RSS per MiB (``python -m seqrec bench
+serve``, part 3), so the default is 256 KiB (~21,000 ids of 8 characters: a history of ~20,000 events in one
+request); ids are checked and looked up in slices of ``CHUNK`` for the same reason.
+Clients send more in several requests (event numbers, ``seq``, make that safe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_MAX_BODY_BYTES = 256 << 10
+DEFAULT_MAX_ID_LENGTH = 512
+SHOWN_CHARACTERS = 40
+CHUNK = 4096  # ids handled per C call (``chunks``)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds of one request (module docstring)."""
+
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_id_length: int = DEFAULT_MAX_ID_LENGTH
+
+    def __post_init__(self) -> None:
+        if self.max_body_bytes < 1 or self.max_id_length < 1:
+            raise ValueError(f"--max-body-bytes and --max-id-length must be >= 1, got {self.max_body_bytes} and "
+                             f"{self.max_id_length}")
+
+
+def shown(value: Any, limit: int = SHOWN_CHARACTERS) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters plus the length when longer."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(value)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
+def id_length(value: Any) -> int:
+    """The length of an id's text, without writing out a huge integer (its digit count from its bit length)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, int) and value.bit_length() > 64:
+        return int(value.bit_length() * 0.30103) + 1  # log10(2): digits, to within one
+    return len(str(value))
+
+
+def chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    """``values`` in slices of ``size``: work on each slice is one C call, and between slices another thread (the
+    event loop answering /health) may take the GIL."""
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
+def too_long(ids: Sequence[Any], what: str, limit: int) -> str | None:
+    """``what: N characters, more than ...`` for the first of ``ids`` longer than ``limit``, else None."""
+    try:
+        if all(max(map(len, part), default=0) <= limit for part in chunks(ids)):  # text ids, the usual case
+            return None
+    except TypeError:  # integers among them
+        pass
+    for value in ids:
+        length = id_length(value)
+        if length > limit:
+            return f"{what}: {length:,} characters, more than the {limit:,} an id may have (serve --max-id-length)"
+    return None
