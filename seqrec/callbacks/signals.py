@@ -14,7 +14,9 @@ signal; the callback acts at the next point where the run can be resumed exactly
 - after the current training batch (mid-epoch included): it writes ``<run>/checkpoints/last.ckpt``;
 - when that batch is followed by a validation (the cadence's epoch or step), after the validation, so the
   resumed run does not skip it: the checkpoint then holds the validation's result, as the one
-  ``ModelCheckpoint`` writes there (this callback runs after ModelCheckpoint's hooks);
+  ``ModelCheckpoint`` writes there (this callback runs after ModelCheckpoint's hooks); when that validation
+  ends an epoch (or the signal comes during it), at the end of that epoch, after the epoch-end hooks of
+  ModelCheckpoint and EarlyStopping;
 - when it is the last batch of an epoch and no validation follows, at the end of the epoch (a checkpoint
   taken between the last batch and the epoch's end resumes, but Lightning then counts the next epoch as
   the one it resumed, and a checkpoint taken later in that sitting would resume an epoch early);
@@ -230,7 +232,14 @@ class SignalCheckpoint(Checkpoint):
             return
         if self._after_validation or self._pending(trainer):
             self._after_validation = False
-            self._stop(trainer)
+            if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+                # The validation that ends an epoch: the epoch's own end (ModelCheckpoint's epoch-end save,
+                # EarlyStopping's every-epoch check) has not run yet. A checkpoint taken here resumes into that
+                # epoch end without the validation's metrics, and EarlyStopping stops the resumed run with
+                # "metric not available"; stop at the epoch's end instead, where Lightning itself saves.
+                self._at_epoch_end = True
+            else:
+                self._stop(trainer)
         if not self._saves_at_epoch_end(trainer):
             self._keep_last(trainer)
 

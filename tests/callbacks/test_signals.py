@@ -154,3 +154,30 @@ def test_a_sitting_time_that_is_not_a_duration_is_one_line(ml100k_root, tmp_path
     assert exit_info.value.code == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"error: --sitting_time {value!r}: must be")
+
+
+def test_a_signal_during_the_validation_that_ends_an_epoch_stops_at_the_epoch_end(ml100k_root, tmp_path, monkeypatch,
+                                                                                  capsys):
+    """Every-epoch cadence, SIGTERM while the validation after epoch 0 runs: a stop there used to checkpoint before
+    the epoch-end hooks, and the resumed run failed in EarlyStopping ("val/ndcg@10 ... not available")."""
+    every_epoch = ("--trainer.max_epochs", "3")
+    whole = main(tiny(ml100k_root, tmp_path / "whole", *every_epoch))
+    args = tiny(ml100k_root, tmp_path / "split", *every_epoch)
+    run = tmp_path / "split" / "sasrec_ml100k" / "version_0"
+    build = seqrec.fit.build
+
+    def build_with_fault(*a, **k):
+        built = build(*a, **k)
+        built.trainer.callbacks.append(FaultAt("SIGTERM", "val_batch", 1))
+        return built
+
+    with monkeypatch.context() as patch:
+        patch.setattr(seqrec.fit, "build", build_with_fault)
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            main(args)
+    [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("stopped by")]
+    assert exit_info.value.code == 143 and line.startswith("stopped by SIGTERM at epoch 0, step 8")
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 8
+    resumed = main(args + ["--ckpt_path", "last"])
+    assert resumed == whole
