@@ -53,6 +53,18 @@ class _KeepMask(torch.autograd.Function):
         return (grad * keep).mul_(ctx.scale), None, None
 
 
+def keep_mask(x: Tensor, p: float) -> tuple[Tensor | None, float]:
+    """(keep, scale) of inverted dropout for a tensor shaped like x: keep ~ Bernoulli(1 − p') booleans, scale
+    1/(1 − p'), drawn as ``dropout`` draws them (p' = p on accelerators, ⌊p·2¹⁵⌉/2¹⁵ on CPU); (None, 1.0) at p = 0."""
+    if p == 0.0:
+        return None, 1.0
+    if x.device.type != "cpu":
+        return torch.rand(x.shape, device=x.device) >= p, 1.0 / (1.0 - p)
+    threshold = round(p * MASK_LEVELS)
+    keep = torch.empty(x.shape, dtype=torch.int16, device=x.device).random_(0, MASK_LEVELS) >= threshold
+    return keep, MASK_LEVELS / (MASK_LEVELS - threshold)
+
+
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """Inverted dropout: x · m / (1 − p), m ~ Bernoulli(1 − p); identity when not training or p = 0.
 
@@ -65,9 +77,8 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
         return x
     if x.device.type != "cpu":
         return F.dropout(x, p, True)
-    threshold = round(p * MASK_LEVELS)
-    keep = torch.empty(x.shape, dtype=torch.int16, device=x.device).random_(0, MASK_LEVELS) >= threshold
-    return _KeepMask.apply(x, keep, MASK_LEVELS / (MASK_LEVELS - threshold))
+    keep, scale = keep_mask(x, p)
+    return _KeepMask.apply(x, keep, scale)
 
 
 class Dropout(nn.Module):

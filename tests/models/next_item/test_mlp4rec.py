@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from seqrec.fit import main
-from seqrec.models.next_item.mlp4rec import MixerMLP, MLP4Rec
+from seqrec.models.layers import keep_mask
+from seqrec.models.next_item.mlp4rec import AXIS_DIM, LAYOUTS, MixerMLP, MLP4Rec, _ExpandMLP, axis_product
 from seqrec.tasks.next_item import NextItemTask
 
 
@@ -78,15 +79,81 @@ def test_shared_mixers_versus_per_layer():
     assert layer.feature_mixer.fc1.weight.shape == (4 * 4, 4)
 
 
-def test_mixer_is_prenorm_residual_mlp_along_its_axis():
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_mixer_is_prenorm_residual_mlp_along_its_axis(layout):
     torch.manual_seed(0)
-    x = torch.randn(3, 2, 5, 4)  # (C, B, L, d)
-    for axis, dim in (("sequence", 2), ("channel", 3), ("feature", 0)):
+    reference = torch.randn(3, 2, 5, 4)  # (C, B, L, d)
+    x = reference if layout == "reference" else reference.permute(2, 0, 1, 3).contiguous()  # (L, C, B, d)
+    for axis, dim in AXIS_DIM[layout].items():
         size = x.shape[dim]
-        mixer = MixerMLP(axis, size, 4, expansion=4, dropout=0.0, eps=1e-12).eval()
+        mixer = MixerMLP(axis, size, 4, expansion=4, dropout=0.0, eps=1e-12, layout=layout).eval()
         y = F.layer_norm(x, (4,), mixer.layer_norm.weight, mixer.layer_norm.bias, eps=1e-12).movedim(dim, -1)
         y = mixer.fc2(F.gelu(mixer.fc1(y))).movedim(-1, dim)
         assert torch.allclose(mixer(x), x + y, atol=1e-5), axis
+
+
+@pytest.mark.parametrize("recompute_hidden", [False, True])
+@pytest.mark.parametrize("axis", ["sequence", "channel", "feature"])
+def test_fused_mixer_mlp_gradients_equal_autograd(axis, recompute_hidden):
+    """The hand-written backward (activations recomputed from z, h or only the mask) against gradcheck and against
+    autograd of the plain formula W₂ (GELU(W₁ z + b₁) ⊙ m · s) + b₂ along the axis, float64."""
+    torch.manual_seed(0)
+    L, C, B, d, e = 5, 3, 2, 4, 4
+    n = {"sequence": L, "channel": d, "feature": C}[axis]
+    z = torch.randn(L, C, B, d, dtype=torch.float64, requires_grad=True)
+    expanded = list(z.shape)
+    expanded[AXIS_DIM["positions_first"][axis]] = e * n
+    weights = (torch.randn(e * n, n, dtype=torch.float64), torch.randn(e * n, dtype=torch.float64),
+               torch.randn(n, e * n, dtype=torch.float64), torch.randn(n, dtype=torch.float64))
+    w1, b1, w2, b2 = (w.requires_grad_() for w in weights)
+    keep = torch.rand(expanded) > 0.3
+    fused_fn = lambda *t: _ExpandMLP.apply(*t, keep, 1 / 0.7, axis, recompute_hidden)  # noqa: E731
+    assert torch.autograd.gradcheck(fused_fn, (z, w1, b1, w2, b2))
+    fused = fused_fn(z, w1, b1, w2, b2)
+    plain = axis_product(axis, F.gelu(axis_product(axis, z, w1, b1)) * keep / 0.7, w2, b2)
+    torch.testing.assert_close(fused, plain)
+    g = torch.randn_like(plain)
+    inputs = (z, w1, b1, w2, b2)
+    torch.testing.assert_close(torch.autograd.grad(fused, inputs, g), torch.autograd.grad(plain, inputs, g))
+
+
+@pytest.mark.parametrize("mask_padding, padding_side, causal, recompute",
+                         [(False, "right", False, False), (True, "left", True, False), (False, "right", False, True)])
+def test_positions_first_layout_equals_the_reference_path(mask_padding, padding_side, causal, recompute):
+    """Same weights, no dropout, float64: the fused positions-first path gives the reference path's output and
+    gradients (float32 differs only by summation order)."""
+    kw = dict(spec=SPEC, mask_padding=mask_padding, padding_side=padding_side, causal=causal)
+    fused, reference = model(mixer_recompute=recompute, **kw).double(), model(mixer_layout="reference", **kw).double()
+    reference.load_state_dict(fused.state_dict())
+    results = []
+    probe = torch.randn(*ITEMS.shape, D, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    for m in (fused, reference):
+        m.train()  # dropout 0: the same function, through the training path
+        hidden = m(ITEMS)
+        (hidden * probe).sum().backward()  # a loss with real gradients everywhere
+        results.append((hidden, [p.grad for p in m.parameters() if p.grad is not None]))
+    torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-12, atol=1e-12)
+    for a, b in zip(results[0][1], results[1][1], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("axis", ["sequence", "channel", "feature"])
+def test_fused_mixer_dropout_is_inverted_dropout_after_gelu_and_after_fc2(axis):
+    """Training mode, p = 0.3: the fused mixer equals x + drop(fc2(drop(GELU(fc1(LN(x)))))) with the masks that
+    ``keep_mask`` draws in that order from the same seed; about 30% of the expanded units are dropped."""
+    torch.manual_seed(0)
+    x = torch.randn(6, 3, 4, 8)  # (L, C, B, d)
+    size = x.shape[AXIS_DIM["positions_first"][axis]]
+    mixer = MixerMLP(axis, size, 8, expansion=4, dropout=0.3, eps=1e-5, layout="positions_first").train()
+    torch.manual_seed(5)
+    fused = mixer(x)
+    torch.manual_seed(5)
+    h = axis_product(axis, mixer.layer_norm(x), mixer.fc1.weight, mixer.fc1.bias)
+    keep1, scale1 = keep_mask(h, 0.3)
+    out = axis_product(axis, F.gelu(h) * keep1 * scale1, mixer.fc2.weight, mixer.fc2.bias)
+    keep2, scale2 = keep_mask(out, 0.3)
+    torch.testing.assert_close(fused, x + out * keep2 * scale2)
+    assert abs(keep1.float().mean().item() - 0.7) < 0.05 and scale1 == pytest.approx(1 / 0.7, rel=1e-4)
 
 
 def test_non_causal_by_default_and_causal_option():
