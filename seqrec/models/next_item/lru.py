@@ -29,7 +29,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqrec.models.base import RecurrentState, SequenceRecommender, truncated_normal_
-from seqrec.models.kernels.linear_recurrence import compiled_recurrence, recurrence_backward, recurrence_forward
+from seqrec.models.kernels.linear_recurrence import (
+    compiled_recurrence,
+    recurrence_backward,
+    recurrence_forward,
+)
 from seqrec.models.layers import Dropout, FeedForward
 
 SCANS = ("parallel", "sequential", "kernel", "auto")

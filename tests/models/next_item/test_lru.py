@@ -177,7 +177,8 @@ def test_seeded_training_gives_the_same_losses_with_the_kernel() -> None:
     items = torch.randint(1, num_items + 1, (num_users, length + 1), generator=g)
     items[torch.arange(length + 1) < (length + 1 - lengths[:, None])] = 0  # left padding
 
-    def losses(scan: str) -> list[float]:
+    def losses(scan: str) -> tuple[list[float], Tensor]:
+        """The 30 losses and the trained (ν_log, θ_log, γ_log) of every layer."""
         torch.manual_seed(0)
         model = LRURec(num_items, d_model=64, num_layers=2, dropout=0.2, scan=scan).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
@@ -191,11 +192,18 @@ def test_seeded_training_gives_the_same_losses_with_the_kernel() -> None:
             loss.backward()
             optimizer.step()
             out.append(loss.item())
-        return out
+        return out, torch.stack([layer.params_log.detach() for layer in model.lru_layers])
 
-    kernel, eager = losses("kernel"), losses("sequential")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 5x less wall time on a loaded 2-core machine; the losses do not depend on it
+    try:
+        (kernel, kernel_params), (eager, eager_params) = losses("kernel"), losses("sequential")
+    finally:
+        torch.set_num_threads(threads)
     assert kernel[-1] < kernel[0]  # it trains
     torch.testing.assert_close(torch.tensor(kernel), torch.tensor(eager), rtol=1e-4, atol=0)
+    # the recurrence's own parameters moved alike (Adam's steps hide a gradient's scale, not its direction)
+    torch.testing.assert_close(kernel_params, eager_params, rtol=1e-4, atol=1e-5)
 
 
 # ---- padding -----------------------------------------------------------------------------------
