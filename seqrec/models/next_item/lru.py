@@ -27,6 +27,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from seqrec.models.base import RecurrentState, SequenceRecommender, truncated_normal_
 from seqrec.models.kernels.linear_recurrence import (
@@ -144,7 +145,10 @@ def sequential_scan(log_lambda: Tensor, u: Tensor, h0: Tensor | None = None, com
     not turned off by SEQREC_KERNELS=0), else in the torch loop; both give the same values and gradients.
     """
     h0 = u.new_zeros(u.shape[0], u.shape[2]) if h0 is None else h0  # (B, H)
-    compiled = compiled and u.device.type == "cpu" and compiled_recurrence() is not None
+    # under a dispatch mode (FlopCounterMode counting MACs, fake tensors) the torch loop runs, so the mode
+    # sees every operation; the kernel reads raw memory that such a mode neither sees nor provides
+    compiled = (compiled and u.device.type == "cpu" and _get_current_dispatch_mode() is None
+                and compiled_recurrence() is not None)
     return _LinearRecurrence.apply(torch.exp(log_lambda), u, h0, compiled)
 
 

@@ -163,6 +163,15 @@ def test_auto_runs_the_kernel_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
         assert len(calls) == expected, scan
 
 
+def test_macs_counted_by_flop_counter_mode_are_the_same_with_the_kernel() -> None:
+    """Under a dispatch mode (FlopCounterMode) the torch loop runs, so the recurrence's MACs are still seen."""
+    from seqrec.cost.flops import macs_flop_counter
+
+    items = torch.randint(1, 41, (2, 12))
+    counts = [macs_flop_counter(_model(scan=scan), (items,)).total for scan in ("kernel", "sequential")]
+    assert counts[0] == counts[1] > 0
+
+
 @pytest.mark.slow
 def test_seeded_training_gives_the_same_losses_with_the_kernel() -> None:
     """30 Adam steps of LRURec (d 64, 2 layers, dropout on) on ML-100k-sized data (943 users, 1,682 items,
