@@ -13,8 +13,9 @@ Layout follows the official code (github yueqirex/LRURec, ``model/lru.py``)::
 
 Padding (item id 0, sequences left-padded) never carries state: the driven input γ ⊙ (B x_t + b_B)
 is zeroed at padded positions, so the state there is exactly 0 and the first real event starts from
-h = 0. The recurrence is evaluated either by a log-depth parallel scan (training) or step by step
-(exact reference, and O(1)-per-event recurrent inference through ``LRURec.step``).
+h = 0. The recurrence is evaluated by a log-depth parallel scan (GPU), step by step in one compiled CPU
+loop (``seqrec.models.kernels``), or step by step in torch (the exact reference, and O(1)-per-event
+recurrent inference through ``LRURec.step``).
 
 The complex block always runs in float32/complex64, also under bf16/fp16 autocast.
 """
@@ -26,11 +27,20 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from seqrec.models.base import RecurrentState, SequenceRecommender, truncated_normal_
+from seqrec.models.kernels.linear_recurrence import (
+    compiled_recurrence,
+    recurrence_backward,
+    recurrence_forward,
+)
 from seqrec.models.layers import Dropout, FeedForward
 
-SCANS = ("parallel", "sequential", "auto")
+SCANS = ("parallel", "sequential", "kernel", "auto")
+"""How ``LRULayer`` evaluates its recurrence: "parallel" log-depth scan; "sequential" step-by-step torch calls
+(the reference); "kernel" the same steps as one compiled CPU loop (the torch loop where it is unavailable);
+"auto": "parallel" on accelerators, "kernel" on CPU."""
 
 LRUState = RecurrentState
 """Recurrent per-user state: one complex64 tensor (B, H) per LRU layer."""
@@ -85,11 +95,19 @@ class _LinearRecurrence(torch.autograd.Function):
     from the end, g_t ← ∂ℓ/∂h_t* + conj(λ) ⊙ g_{t+1}; then ∂ℓ/∂u_t* = g_t, ∂ℓ/∂λ* = Σ_{b,t} g_t ⊙ conj(h_{t-1})
     and ∂ℓ/∂h0* = conj(λ) ⊙ g_0. Recording each step as autograd nodes instead (L multiplies, adds, a stack
     and an unbind) made half of LRURec's layer time on CPU bookkeeping: here each step is two in-place ops.
+    ``compiled=True`` runs both loops in the C++ kernel instead (``seqrec.models.kernels.linear_recurrence``:
+    the same formulas, all L steps in one compiled loop over batch × state, CPU tensors only); the
+    parametrisation of λ (ν_log, θ_log) stays outside, differentiated by autograd.
     """
 
     @staticmethod
-    def forward(ctx, lam: Tensor, u: Tensor, h0: Tensor) -> Tensor:  # noqa: ANN001
-        """lam (H,), u (B, L, H), h0 (B, H) complex -> h (B, L, H) (a view of a time-major buffer)."""
+    def forward(ctx, lam: Tensor, u: Tensor, h0: Tensor, compiled: bool = False) -> Tensor:  # noqa: ANN001
+        """lam (H,), u (B, L, H), h0 (B, H) complex -> h (B, L, H) (eager: a view of a time-major buffer)."""
+        ctx.compiled = compiled
+        if compiled:
+            h = recurrence_forward(compiled_recurrence(), lam, u, h0)  # (B, L, H)
+            ctx.save_for_backward(lam, h, h0)
+            return h
         u_time = u.transpose(0, 1).contiguous()  # (L, B, H): each step reads and writes one contiguous slab
         h = torch.empty_like(u_time)
         prev = h0
@@ -103,7 +121,11 @@ class _LinearRecurrence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):  # noqa: ANN001, ANN205 (autograd signature)
         """The adjoint recurrence, run backwards in time (see the class docstring)."""
-        lam, h, h0 = ctx.saved_tensors  # h (L, B, H)
+        lam, h, h0 = ctx.saved_tensors  # h (L, B, H) eager, (B, L, H) compiled
+        if ctx.compiled:
+            grad_lam, grad_u, grad_h0 = recurrence_backward(compiled_recurrence(), lam, grad, h, h0)
+            return (grad_lam if ctx.needs_input_grad[0] else None, grad_u,
+                    grad_h0 if ctx.needs_input_grad[2] else None, None)
         lam_conj = lam.conj()
         g = grad.transpose(0, 1).contiguous()  # (L, B, H), accumulated in place from the end
         for t in range(g.shape[0] - 2, -1, -1):
@@ -113,13 +135,21 @@ class _LinearRecurrence(torch.autograd.Function):
             grad_lam = (g[0] * h0.conj()).sum(dim=0) + (g[1:] * h[:-1].conj()).sum(dim=(0, 1))  # (H,)
         if ctx.needs_input_grad[2]:
             grad_h0 = g[0] * lam_conj
-        return grad_lam, g.transpose(0, 1), grad_h0
+        return grad_lam, g.transpose(0, 1), grad_h0, None
 
 
-def sequential_scan(log_lambda: Tensor, u: Tensor, h0: Tensor | None = None) -> Tensor:
-    """Exact step-by-step recurrence h_t = λ ⊙ h_{t-1} + u_t (h_{-1} = h0 or 0): u (B, L, H) -> (B, L, H)."""
+def sequential_scan(log_lambda: Tensor, u: Tensor, h0: Tensor | None = None, compiled: bool = False) -> Tensor:
+    """Exact step-by-step recurrence h_t = λ ⊙ h_{t-1} + u_t (h_{-1} = h0 or 0): u (B, L, H) -> (B, L, H).
+
+    ``compiled``: run the steps in the C++ kernel where it is available (CPU tensors, kernels built and
+    not turned off by SEQREC_KERNELS=0), else in the torch loop; both give the same values and gradients.
+    """
     h0 = u.new_zeros(u.shape[0], u.shape[2]) if h0 is None else h0  # (B, H)
-    return _LinearRecurrence.apply(torch.exp(log_lambda), u, h0)
+    # under a dispatch mode (FlopCounterMode counting MACs, fake tensors) the torch loop runs, so the mode
+    # sees every operation; the kernel reads raw memory that such a mode neither sees nor provides
+    compiled = (compiled and u.device.type == "cpu" and _get_current_dispatch_mode() is None
+                and compiled_recurrence() is not None)
+    return _LinearRecurrence.apply(torch.exp(log_lambda), u, h0, compiled)
 
 
 class ComplexLinear(nn.Module):
@@ -236,11 +266,12 @@ class LRULayer(nn.Module):
             log_lambda, gamma = self.coefficients()
             u = self.drive(x.float(), mask, gamma)  # (B, L, H)
             # "auto": the log-depth scan pays off on GPUs; on CPU its O(L log L) memory traffic makes it
-            # 2-3x slower than the O(L) loop (seqrec.bench.lru_speed), so CPUs run the exact sequential scan
-            parallel = self.scan == "parallel" or (self.scan == "auto" and u.device.type != "cpu")
-            if parallel:
+            # 2-3x slower than the O(L) loop (seqrec.bench.lru_speed), so CPUs run the exact sequential
+            # recurrence, compiled ("kernel") where the C++ extension builds
+            cpu = u.device.type == "cpu"
+            if self.scan == "parallel" or (self.scan == "auto" and not cpu):
                 return parallel_scan(log_lambda, u)
-            return sequential_scan(log_lambda, u)
+            return sequential_scan(log_lambda, u, compiled=self.scan in ("kernel", "auto"))
 
     def final_state(self, x: Tensor, mask: Tensor) -> Tensor:
         """h_{L-1} = Σ_s λ^{L-1-s} u_s for x (B, L, d), mask (B, L) -> (B, H) complex64 (equals states()[:, -1])."""
@@ -311,8 +342,9 @@ class LRURec(SequenceRecommender):
     """LRURec: Embedding -> LayerNorm(Dropout(E)) -> num_layers × [LRULayer -> PFFN]; tied scoring.
 
     scores = h Eᵀ + b over ids 0..num_items (``score`` of the base class). ``scan`` picks the
-    training-time evaluation of the recurrence ("parallel" log-depth scan, exact "sequential", or
-    "auto": parallel on accelerators, sequential on CPU, where it measured faster);
+    training-time evaluation of the recurrence ("parallel" log-depth scan, exact "sequential" torch loop,
+    the same loop compiled as "kernel", or "auto": parallel on accelerators, kernel on CPU, where the
+    step-by-step loop measured faster);
     ``init_state`` / ``step`` run the same model one event at a time with O(1) state per user.
     ``lru_dropout`` (default: ``dropout``) is the dropout inside the LRU layers, the official
     ``bert_attn_dropout``; ``dropout`` is used for the embedding and the PFFN (``bert_dropout``).
@@ -363,7 +395,7 @@ class LRURec(SequenceRecommender):
         return [block.lru_layer for block in self.blocks]
 
     def set_scan(self, scan: str) -> None:
-        """Switch every LRU layer to the "parallel", "sequential" or "auto" scan."""
+        """Switch every LRU layer to the "parallel", "sequential", "kernel" or "auto" scan."""
         if scan not in SCANS:
             raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
         for layer in self.lru_layers:

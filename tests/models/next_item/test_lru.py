@@ -125,10 +125,100 @@ def test_layer_matches_complex_reference() -> None:
     torch.testing.assert_close(layer(x, mask), expected, rtol=1e-5, atol=1e-5)
 
 
+# ---- the compiled recurrence ("kernel", and "auto" on CPU) against the torch loop ("sequential") ---------
+
+
+def test_kernel_scan_equals_sequential_values_and_parameter_gradients() -> None:
+    """The LRU layer with left padding: states, outputs and every parameter's gradient, kernel vs torch loop."""
+    torch.manual_seed(3)
+    layer = _loud(LRULayer(16, dropout=0.0)).eval()
+    mask = _left_padded([40, 17, 1, 33], 40, 5) > 0  # (B, L)
+    x = torch.randn(4, 40, 16)
+    results = []
+    for scan in ("kernel", "sequential"):
+        layer.scan = scan
+        h, y = layer.states(x, mask), layer(x, mask)
+        grads = torch.autograd.grad((y * torch.linspace(-1, 1, 16)).sum(), list(layer.parameters()))
+        results.append((h, y, *grads))
+    assert torch.all(results[0][0][~mask] == 0)  # padding carries no state in the kernel either
+    for fast, slow in zip(*results, strict=True):  # ∂ℓ/∂λ sums B·L float32 terms in another order
+        torch.testing.assert_close(fast, slow, rtol=1e-4, atol=1e-5 * slow.abs().max().item())
+
+
+def test_auto_runs_the_kernel_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from seqrec.models.kernels.linear_recurrence import compiled_recurrence, recurrence_forward
+    from seqrec.models.next_item import lru
+
+    if compiled_recurrence() is None:
+        pytest.skip("the C++ kernel does not build here")
+    calls = []
+
+    def spy(*args: object) -> Tensor:
+        calls.append(1)
+        return recurrence_forward(*args)
+
+    monkeypatch.setattr(lru, "recurrence_forward", spy)
+    for scan, expected in (("auto", 1), ("kernel", 2), ("sequential", 2), ("parallel", 2)):
+        _model(scan=scan, num_layers=1)(torch.randint(1, 41, (2, 5)))
+        assert len(calls) == expected, scan
+
+
+def test_macs_counted_by_flop_counter_mode_are_the_same_with_the_kernel() -> None:
+    """Under a dispatch mode (FlopCounterMode) the torch loop runs, so the recurrence's MACs are still seen."""
+    from seqrec.cost.flops import macs_flop_counter
+
+    items = torch.randint(1, 41, (2, 12))
+    counts = [macs_flop_counter(_model(scan=scan), (items,)).total for scan in ("kernel", "sequential")]
+    assert counts[0] == counts[1] > 0
+
+
+@pytest.mark.slow
+def test_seeded_training_gives_the_same_losses_with_the_kernel() -> None:
+    """30 Adam steps of LRURec (d 64, 2 layers, dropout on) on ML-100k-sized data (943 users, 1,682 items,
+    left-padded histories up to L 200): the kernel's losses equal the torch loop's to float tolerance."""
+    from seqrec.models.kernels.linear_recurrence import compiled_recurrence
+
+    if compiled_recurrence() is None:
+        pytest.skip("the C++ kernel does not build here")
+    num_items, num_users, length, batch = 1682, 943, 200, 4
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(5, length + 1, (num_users,), generator=g)
+    items = torch.randint(1, num_items + 1, (num_users, length + 1), generator=g)
+    items[torch.arange(length + 1) < (length + 1 - lengths[:, None])] = 0  # left padding
+
+    def losses(scan: str) -> tuple[list[float], Tensor]:
+        """The 30 losses and the trained (ν_log, θ_log, γ_log) of every layer."""
+        torch.manual_seed(0)
+        model = LRURec(num_items, d_model=64, num_layers=2, dropout=0.2, scan=scan).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        out = []
+        for step in range(30):
+            rows = torch.arange(step * batch, (step + 1) * batch) % num_users
+            inputs, labels = items[rows, :-1], items[rows, 1:]
+            logits = model.score(model(inputs))  # (B, L, N+1)
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=0)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            out.append(loss.item())
+        return out, torch.stack([layer.params_log.detach() for layer in model.lru_layers])
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 5x less wall time on a loaded 2-core machine; the losses do not depend on it
+    try:
+        (kernel, kernel_params), (eager, eager_params) = losses("kernel"), losses("sequential")
+    finally:
+        torch.set_num_threads(threads)
+    assert kernel[-1] < kernel[0]  # it trains
+    torch.testing.assert_close(torch.tensor(kernel), torch.tensor(eager), rtol=1e-4, atol=0)
+    # the recurrence's own parameters moved alike (Adam's steps hide a gradient's scale, not its direction)
+    torch.testing.assert_close(kernel_params, eager_params, rtol=1e-4, atol=1e-5)
+
+
 # ---- padding -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scan", ["parallel", "sequential"])
+@pytest.mark.parametrize("scan", ["parallel", "sequential", "kernel"])
 def test_padding_never_carries_state(scan: str) -> None:
     model = _model(scan=scan)
     history = torch.randint(1, 41, (3, 10))

@@ -1,0 +1,100 @@
+"""Build and load a C++ kernel from this folder with ``torch.utils.cpp_extension.load``, once per process.
+
+The build lands in ``$TORCH_EXTENSIONS_DIR`` (torch's default, ``~/.cache/torch_extensions/...``, when unset)
+under a name keyed by the source, the torch and Python versions and the CPU's instruction-set flags, because
+it is compiled with ``-march=native``: a cache shared between machines never hands one CPU code built for
+another. ``SEQREC_KERNELS=0`` (or ``false``/``off``/``no``) turns every kernel off; without a C++ compiler or
+ninja, or when the build fails, ``load_kernel`` returns None after one warning line that says what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import sys
+import warnings
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+KERNELS_DIR = Path(__file__).resolve().parent
+OFF_VALUES = ("0", "false", "off", "no")
+
+_loaded: dict[str, ModuleType | None] = {}
+
+
+def kernels_enabled() -> bool:
+    """False when the environment variable SEQREC_KERNELS is 0/false/off/no (the eager paths then run)."""
+    return os.environ.get("SEQREC_KERNELS", "1").strip().lower() not in OFF_VALUES
+
+
+def cpu_flags() -> str:
+    """The CPU's instruction-set description: the ``flags`` line of /proc/cpuinfo, else the platform names."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return " ".join(sorted(line.split(":", 1)[1].split()))
+    except OSError:
+        pass
+    return f"{platform.machine()} {platform.processor()}"
+
+
+def compiler_flags() -> list[str]:
+    """-O3 with OpenMP and the host's vector units (-march=native on x86-64; MSVC: /O2 /openmp)."""
+    if sys.platform == "win32":
+        return ["/O2", "/openmp"]
+    flags = ["-O3"]
+    if sys.platform != "darwin":  # Apple clang has no -fopenmp without libomp: the kernel then runs on one thread
+        flags.append("-fopenmp")
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        flags.append("-march=native")
+    return flags
+
+
+def build_name(stem: str, source: Path) -> str:
+    """Extension name ``seqrec_<stem>_<hash>``; the hash covers source, flags, torch, Python and CPU flags."""
+    key = "\n".join([source.read_text(), " ".join(compiler_flags()), torch.__version__, sys.version, cpu_flags()])
+    return f"seqrec_{stem}_{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def _missing_tool() -> str | None:
+    """What the build lacks (ninja, a C++ compiler), or None."""
+    from torch.utils.cpp_extension import is_ninja_available
+
+    if not is_ninja_available():
+        return "ninja is not installed (pip install ninja)"
+    compiler = os.environ.get("CXX", "cl" if sys.platform == "win32" else "c++")
+    if shutil.which(compiler) is None:
+        return f"no C++ compiler {compiler!r} on PATH (install g++ or clang, or set CXX)"
+    return None
+
+
+def load_kernel(stem: str) -> ModuleType | None:
+    """The compiled module of ``<stem>.cpp`` in this folder, or None (kernels off, or no build: one warning)."""
+    if not kernels_enabled():
+        return None
+    if stem in _loaded:
+        return _loaded[stem]
+    module = None
+    source = KERNELS_DIR / f"{stem}.cpp"
+    missing = _missing_tool()
+    if missing is not None:
+        reason = missing
+    else:
+        try:
+            from torch.utils.cpp_extension import load
+
+            flags = compiler_flags()
+            module = load(name=build_name(stem, source), sources=[str(source)], extra_cflags=flags,
+                          extra_ldflags=[f for f in flags if "openmp" in f], verbose=False)
+        except Exception as error:  # noqa: BLE001 (any build or import failure means: use the eager path)
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            reason = f"the build failed ({first[:200]})"
+    if module is None:
+        warnings.warn(f"seqrec: the compiled {stem} kernel is unavailable, {reason}; running the eager torch "
+                      "path (same results, slower; set SEQREC_KERNELS=0 to silence this)", stacklevel=2)
+    _loaded[stem] = module
+    return module
