@@ -14,6 +14,7 @@ import os
 import platform
 import shutil
 import sys
+import time
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -60,6 +61,28 @@ def build_name(stem: str, source: Path) -> str:
     return f"seqrec_{stem}_{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
+STALE_LOCK_SECONDS = 600.0  # a build takes 1-3 minutes; a lock this old was left by a killed build
+
+
+def build_directory(name: str) -> Path:
+    """``$TORCH_EXTENSIONS_DIR/<name>`` (else ``~/.cache/torch_extensions/<name>``), created, with a stale lock gone.
+
+    torch's ``load`` serialises builds with a ``lock`` file that a process killed mid-build leaves behind, and
+    every later ``load`` then waits for it forever: a lock older than any build is removed (with one line).
+    """
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or str(Path.home() / ".cache" / "torch_extensions")
+    directory = Path(root) / name
+    directory.mkdir(parents=True, exist_ok=True)
+    lock = directory / "lock"
+    try:
+        if time.time() - lock.stat().st_mtime > STALE_LOCK_SECONDS:
+            lock.unlink()
+            print(f"seqrec: removed the stale build lock {lock} (a build was interrupted)", file=sys.stderr)
+    except FileNotFoundError:
+        pass
+    return directory
+
+
 def _missing_tool() -> str | None:
     """What the build lacks (ninja, a C++ compiler), or None."""
     from torch.utils.cpp_extension import is_ninja_available
@@ -88,7 +111,12 @@ def load_kernel(stem: str) -> ModuleType | None:
             from torch.utils.cpp_extension import load
 
             flags = compiler_flags()
-            module = load(name=build_name(stem, source), sources=[str(source)], extra_cflags=flags,
+            name = build_name(stem, source)
+            directory = build_directory(name)
+            if not (directory / f"{name}.so").is_file():
+                print(f"seqrec: compiling the {stem} kernel for this CPU (first use only, about a minute)",
+                      file=sys.stderr, flush=True)
+            module = load(name=name, sources=[str(source)], extra_cflags=flags, build_directory=str(directory),
                           extra_ldflags=[f for f in flags if "openmp" in f], verbose=False)
         except Exception as error:  # noqa: BLE001 (any build or import failure means: use the eager path)
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

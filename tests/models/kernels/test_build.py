@@ -85,3 +85,21 @@ def test_the_cache_key_holds_the_cpu_flags_and_the_source(monkeypatch: pytest.Mo
     other_cpu = build.build_name("k", source)
     source.write_text("// kernel, changed\n")
     assert len({name, other_cpu, build.build_name("k", source)}) == 3
+
+
+def test_a_stale_build_lock_is_removed_and_a_fresh_one_kept(monkeypatch: pytest.MonkeyPatch, tmp_path, capsys) -> None:
+    """torch's build lock left by a killed build would make every later load wait forever."""
+    import os
+    import time
+
+    from seqrec.models.kernels.build import STALE_LOCK_SECONDS, build_directory
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    lock = tmp_path / "seqrec_x" / "lock"
+    lock.parent.mkdir()
+    lock.touch()
+    assert build_directory("seqrec_x") == lock.parent and lock.exists()  # a build may be running: kept
+    old = time.time() - STALE_LOCK_SECONDS - 5
+    os.utime(lock, (old, old))
+    build_directory("seqrec_x")
+    assert not lock.exists() and "removed the stale build lock" in capsys.readouterr().err
