@@ -35,8 +35,10 @@ from torch import Tensor
 
 from seqrec.callbacks.checkpoint_io import CheckpointError
 from seqrec.data.sequences import RawIdIndex, Sequences
+from seqrec.datamodules.base import RecommendationData
 from seqrec.models.base import RecurrentRecommender, RecurrentState, SequenceRecommender
 from seqrec.runs import check_run_checkpoint, checkpoint_fix, data_overrides, find_run_dir, resolve_checkpoint
+from seqrec.tasks.base import RanksTargets
 
 log = logging.getLogger("seqrec.api")
 
@@ -267,11 +269,14 @@ class TrainedRun:
         self.datamodule = run.datamodule
         self.model: SequenceRecommender = self.task.model
         self.precision = precision
+        if not isinstance(self.datamodule, RecommendationData):
+            raise TypeError(f"{type(self.datamodule).__name__} is not a seqrec.datamodules.base.RecommendationData")
         # the events a query reads, as the evaluation's windows (max_len - 1 for a cloze model, which appends [mask])
-        self.max_len: int = int(getattr(self.datamodule, "history_len", self.datamodule.max_len))
-        self.mask_history: bool = bool(getattr(self.task, "mask_history", True))
-        self.chunk_size: int = int(getattr(self.task, "score_chunk_size", 65536))
-        self.eval_batch_size: int = int(getattr(self.datamodule, "eval_batch_size", 256))
+        self.max_len: int = self.datamodule.history_len
+        ranker = self.task if isinstance(self.task, RanksTargets) else None  # a CTR task: the defaults
+        self.mask_history: bool = ranker.mask_history if ranker is not None else True
+        self.chunk_size: int = ranker.score_chunk_size if ranker is not None else 65536
+        self.eval_batch_size: int = self.datamodule.eval_batch_size
         self._item_index: RawIdIndex | None = None
         self._user_index: RawIdIndex | None = None
 

@@ -8,8 +8,8 @@ a change to how a run is assembled is made once. Configs are LightningCLI YAML v
 - config names and ``compose:`` parts are resolved by ``seqrec.config_files``.
 
 Links the data into the model once, for every command: ``data.num_items`` -> the model's ``num_items``,
-``data.item_feature_spec`` -> a feature model's ``feature_spec``, ``data.max_len`` -> a model whose
-constructor takes ``max_len``.
+``data.item_feature_spec`` -> a feature model's ``feature_spec`` (both when built), ``data.max_len`` -> a model whose
+constructor takes ``max_len`` (when parsed). The data is a ``seqrec.datamodules.base.RecommendationData``.
 
 Values are checked when the config is parsed, before any data is loaded or any run directory exists
 (``seqrec.checks``). Every run writes its checkpoints atomically (``AtomicCheckpointIO``) and its config.yaml
@@ -43,8 +43,10 @@ from seqrec.callbacks.signals import sitting_seconds
 from seqrec.callbacks.throughput import ThroughputCallback
 from seqrec.checks import check_strategy, check_values
 from seqrec.config_files import COMPOSE_KEY, expand_config_args
+from seqrec.datamodules.base import RecommendationData
 from seqrec.loggers.run_logger import RunLogger, check_logger_names
 from seqrec.runs import write_origin
+from seqrec.tasks.base import RecommendationTask
 
 
 # --- settings applied before anything is built -----------------------------------------------------
@@ -72,15 +74,6 @@ def import_class(class_path: str) -> type:
     """The class named by a dotted ``class_path``."""
     module_name, _, cls_name = class_path.rpartition(".")
     return getattr(__import__(module_name, fromlist=[cls_name]), cls_name)
-
-
-
-def copy_max_len(config: Namespace) -> None:
-    """Give ``data.max_len`` to a model whose constructor takes ``max_len`` (positions, windows)."""
-    model_cfg = config.model.init_args.get("model")
-    if isinstance(model_cfg, Namespace) and model_cfg.get("class_path"):
-        if "max_len" in inspect.signature(import_class(model_cfg.class_path).__init__).parameters:
-            model_cfg.init_args.max_len = config.data.init_args.max_len
 
 
 
@@ -125,6 +118,9 @@ class SeqRecCLI(LightningCLI):
                             help="end this sitting after DD:HH:MM:SS of training at an exact resume point (exit 75); "
                                  "continue with --ckpt_path last")
         parser.link_arguments("data.num_items", "model.init_args.model.init_args.num_items", apply_on="instantiate")
+        # the data's window (RecommendationData.max_len) into a network that takes one, when the config is parsed
+        # (resolved configs show it; skipped when the network has no max_len)
+        parser.link_arguments("data.init_args.max_len", "model.init_args.model.init_args.max_len", apply_on="parse")
         # item-feature models (MLP4Rec): names, kinds and vocabulary sizes from the data; skipped by jsonargparse
         # when the model has no feature_spec or the datamodule no item_feature_spec
         parser.link_arguments(
@@ -147,7 +143,7 @@ class SeqRecCLI(LightningCLI):
             raise SystemExit(2) from None
 
     def before_instantiate_classes(self) -> None:
-        """Threads, the strategy check, the run's name and ``max_len`` into the model."""
+        """Threads, the strategy check and the run's name."""
         config = self.config
         config[COMPOSE_KEY] = None  # already expanded; a saved config.yaml must not compose again
         check_values(config)
@@ -155,7 +151,6 @@ class SeqRecCLI(LightningCLI):
         check_strategy(config.trainer)
         torch.set_num_threads(config.threads or default_threads())
         name_run_logger(config, self.experiment)
-        copy_max_len(config)
         if self.adjust is not None:
             self.adjust(config)
 
@@ -284,7 +279,6 @@ def build_datamodule(args: list[str]) -> L.LightningDataModule:
 
 def bind(task: L.LightningModule, datamodule: L.LightningDataModule) -> L.LightningModule:
     """Give ``task`` what it takes from the data outside a Trainer (item-feature tables); return it."""
-    bind_data = getattr(task, "bind_data", None)
-    if callable(bind_data):
-        bind_data(datamodule)
+    if isinstance(task, RecommendationTask) and isinstance(datamodule, RecommendationData):
+        task.bind_data(datamodule)
     return task

@@ -68,9 +68,10 @@ def check_values(config: Namespace) -> None:
     """ValueError naming the flag, the value and what is accepted, for values no run could use.
 
     Checked by key name anywhere in the config: ``POSITIVE_INTS`` >= 1, ``POSITIVE`` > 0, ``NON_NEGATIVE``
-    >= 0, ``FRACTIONS`` in [0, 1); plus the metrics (``check_metrics``).
+    >= 0, ``FRACTIONS`` in [0, 1); plus the metrics (``check_metrics``). The data's keys first: a value linked from
+    the data into the model (``max_len``) is named by the flag that set it.
     """
-    for key, value in config_leaves(config):
+    for key, value in sorted(config_leaves(config), key=lambda leaf: not leaf[0].startswith("data.")):
         name = key.rsplit(".", 1)[-1]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue

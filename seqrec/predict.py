@@ -45,13 +45,8 @@ import torch
 
 from seqrec.api import Exclude, TrainedRun, flat_spans, load_run
 from seqrec.atomic import atomic_write
-from seqrec.data.sources.interactions_file import (
-    Where,
-    detect_format,
-    input_error,
-    reading,
-    stripped_ids,
-)
+from seqrec.data.sources.interactions_file import detect_format, reading
+from seqrec.data.table import Where, input_error, stripped_ids
 from seqrec.errors import DEBUG_FLAG, debugging, one_line
 
 log = logging.getLogger("seqrec.predict")

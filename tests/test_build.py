@@ -86,6 +86,7 @@ DELIBERATE = {
     },
     ("mlp4rec_ml100k",): {"data.init_args.features.init_args.kinds.year": "token"},
 }
+NETWORK_MAX_LEN = "model.init_args.model.init_args.max_len"
 # Deliberate fixes, listed in the change's note: every experiment logs through RunLogger (CSV + wandb offline,
 # summary.md, PNG); the CSVLogger-only configs lost the report.
 CSV_ONLY = "lightning.pytorch.loggers.CSVLogger"
@@ -131,6 +132,10 @@ def test_resolved_config_equals_the_one_before_composition(name):
         logger["class_path"] = "seqrec.loggers.run_logger.RunLogger"
         logger["init_args"] = {k: logger["init_args"].get(k) for k in ("save_dir", "name", "version")}
     old_flat, new_flat = _flat(old), _flat(new)
+    # the network's max_len is linked from the data when the config is parsed (it was copied in after parsing, so the
+    # snapshot shows the network's own default): the value the network is built with, then and now
+    if NETWORK_MAX_LEN in old_flat:
+        old_flat[NETWORK_MAX_LEN] = old_flat["data.init_args.max_len"]
     for names, values in DELIBERATE.items():
         if name in names:
             for key, value in values.items():
@@ -220,3 +225,11 @@ def test_k_above_the_catalogue_in_full_ranking_fails_before_a_run_directory_exis
     assert re.fullmatch(r"error: --model\.metrics \['hr@5000'\]: k larger than the catalogue of \d+ items \(full "
                         r"ranking\) makes every query a hit; use k <= \d+", err[0]), err[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_data_window_reaches_a_network_that_takes_one_when_the_config_is_parsed():
+    config = parse(["--config", "sasrec_ml100k", "--data.init_args.max_len", "30"])
+    assert config.data.init_args.max_len == config.model.init_args.model.init_args.max_len == 30
+    assert "max_len" not in parse(["--config", "lru_ml1m"]).model.init_args.model.init_args  # LRURec has no window
+    wrapped = parse(["--config", "ctr_transformer_snapkv_ml1m", "--data.init_args.max_len", "40"])
+    assert wrapped.model.init_args.model.init_args.max_len == 40  # a compression wrapper passes it to its backbone

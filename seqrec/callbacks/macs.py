@@ -31,12 +31,13 @@ runtime-checkable Protocols of ``seqrec.models.base``; the callbacks ask ``isins
     For attention models that drop or merge tokens (compression wrappers): tokens kept per attention
     layer; used for the KV-cache bytes.
 
-Tasks other than next-item may define ``macs_probe(self, batch, stage) -> Tensor`` (stage "train" or
-"eval"): the computation to count for one batch. It must return the tensors that computation produces
-(a tuple is fine): fvcore traces only the operators that reach the outputs, so work whose result is
-dropped would count for FlopCounterMode but not for fvcore. Without it, "eval" counts
-``task.ranks(batch)`` (or ``task.model(batch["items"])``) and "train" counts ``task.training_step(batch, 0)``
-with logging muted. (A CTR task would return e.g. ``model.score_state(model.prefill(history), targets)``.)
+What a task counts is declared by the Protocols of ``seqrec.tasks.base``: a task that ``ProbesMACs``
+(``macs_probe(self, batch, stage) -> Tensor``, stage "train" or "eval") gives the computation to count for
+one batch. It must return the tensors that computation produces (a tuple is fine): fvcore traces only the
+operators that reach the outputs, so work whose result is dropped would count for FlopCounterMode but not
+for fvcore. Otherwise "eval" counts ``task.ranks(batch)`` for a task that ``RanksTargets`` (else
+``task.model(batch["items"])``) and "train" counts ``task.training_step(batch, 0)`` with logging muted.
+(A CTR task would return e.g. ``model.score_state(model.prefill(history), targets)``.)
 
 Backends: "fvcore" (FlopCountAnalysis on a jit trace; the issue's choice) or "flop_counter" (torch's
 FlopCounterMode, no extra package); both give the same numbers (tested). A model fvcore cannot trace is
@@ -48,18 +49,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sized
 from typing import Any, Literal
 
 import lightning as L
 import torch
 from lightning.fabric.utilities.apply_func import move_data_to_device
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.strategies import DeepSpeedStrategy
 from lightning.pytorch.utilities.rank_zero import rank_zero_info
 from torch import Tensor
+from torch.utils.data import DataLoader, IterableDataset
 
 from seqrec.cost.flops import BACKENDS, MACCount, MACsTraceError, count_macs, fvcore_available
 from seqrec.models.base import DeclaresMACs
+from seqrec.tasks.base import ProbesMACs, RanksTargets, RecommendationTask
 
 log = logging.getLogger(__name__)
 TRAIN_BACKWARD_FACTOR = 3  # forward + backward ≈ 3 × forward
@@ -71,23 +75,24 @@ TRAIN_BACKWARD_FACTOR = 3  # forward + backward ≈ 3 × forward
 
 
 def first_examples(loader: Any, count: int) -> dict[str, Tensor] | None:
-    """The first ``count`` examples of a DataLoader's dataset, collated as the loader collates them."""
-    dataset = getattr(loader, "dataset", None)
-    if dataset is None or not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__") or len(dataset) == 0:
+    """The first ``count`` examples of a DataLoader's map-style dataset, collated as the loader collates them."""
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
         return None
-    collate = getattr(loader, "collate_fn", None) or torch.utils.data.default_collate
-    count = min(count, getattr(loader, "batch_size", None) or count)  # never more than a real step computes
+    dataset = loader.dataset
+    if not isinstance(dataset, Sized) or len(dataset) == 0:
+        return None
+    collate = loader.collate_fn or torch.utils.data.default_collate
+    count = min(count, loader.batch_size or count)  # never more than a real step computes
     return collate([dataset[i] for i in range(min(count, len(dataset)))])
 
 
 def probe_batch(trainer: L.Trainer, split: Literal["train", "val", "test"], count: int) -> dict[str, Tensor] | None:
     """First examples of a split, from the trainer's loaders when set, else from the datamodule."""
     loaders = {"train": trainer.train_dataloader, "val": trainer.val_dataloaders, "test": trainer.test_dataloaders}[split]
-    if loaders is None:
-        datamodule = getattr(trainer, "datamodule", None)
-        method = getattr(datamodule, f"{split}_dataloader", None)
-        if method is None:
-            return None
+    datamodule = trainer.datamodule
+    if loaders is None and datamodule is not None:
+        method = {"train": datamodule.train_dataloader, "val": datamodule.val_dataloader,
+                  "test": datamodule.test_dataloader}[split]
         try:
             loaders = method()
         except Exception as error:  # noqa: BLE001 (a datamodule without that split)
@@ -143,20 +148,23 @@ def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
             delattr(obj, name)
 
 
+def network(task: L.LightningModule) -> torch.nn.Module | None:
+    """The network a ``RecommendationTask`` holds (``task.model``); None for another LightningModule."""
+    return task.model if isinstance(task, RecommendationTask) else None
+
+
 def probe_function(task: L.LightningModule, stage: Literal["train", "eval", "encoder"]) -> Callable[[dict], Any] | None:
     """The computation to count for one batch of ``stage`` (see the module docstring), or None."""
-    model = getattr(task, "model", None)
+    model = network(task)
     if stage == "encoder":
         if model is None:
             return None
         return lambda batch: model(batch["items"]) if "items" in batch else None
-    custom = getattr(task, "macs_probe", None)
-    if callable(custom):
-        return lambda batch: custom(batch, stage)
+    if isinstance(task, ProbesMACs):
+        return lambda batch: task.macs_probe(batch, stage)
     if stage == "eval":
-        ranks = getattr(task, "ranks", None)
-        if callable(ranks):
-            return ranks
+        if isinstance(task, RanksTargets):
+            return task.ranks
         return (lambda batch: model(batch["items"])) if model is not None else None
     if not any(p.requires_grad for p in task.parameters()) or not task.automatic_optimization:
         return None  # no gradient step to count (e.g. the popularity baseline only counts labels)
@@ -227,7 +235,7 @@ class MACsCallback(Callback):
 
     # --- counting ---------------------------------------------------------------------------------
     def _count(self, task: L.LightningModule, batch: dict[str, Tensor], stage: str) -> int | None:
-        name = type(getattr(task, "model", task)).__name__
+        name = type(network(task) or task).__name__
         backend = "flop_counter" if name in self._untraceable else self.backend
         try:
             result = measure(task, batch, stage, backend)  # type: ignore[arg-type]
@@ -270,7 +278,7 @@ class MACsCallback(Callback):
             scored = self._count(task, eval_batch, "eval")
             if scored is not None:
                 values["cost/macs_per_scored_sequence"] = scored / rows
-            model = getattr(task, "model", None)
+            model = network(task)
             if isinstance(model, DeclaresMACs) and "items" in eval_batch:
                 seq_len = int(eval_batch["items"].shape[1])
                 values["cost/macs_hand_per_sequence"] = float(model.macs_per_sequence(seq_len))
@@ -318,9 +326,9 @@ class MACsCallback(Callback):
 
 
 def _zero_stage(trainer: L.Trainer) -> int | None:
-    config = getattr(trainer.strategy, "config", None)
-    if isinstance(config, dict):
-        return config.get("zero_optimization", {}).get("stage")
+    """The DeepSpeed ZeRO stage of the trainer's strategy (None without DeepSpeed)."""
+    if isinstance(trainer.strategy, DeepSpeedStrategy) and isinstance(trainer.strategy.config, dict):
+        return trainer.strategy.config.get("zero_optimization", {}).get("stage")
     return None
 
 

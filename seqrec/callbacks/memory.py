@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import resource
 import sys
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import lightning as L
 import torch
@@ -27,9 +27,18 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_info
 
 from seqrec.callbacks.throughput import log_reduced
 from seqrec.cost.state import StateBytes, state_bytes_per_user
+from seqrec.datamodules.base import RecommendationData
+from seqrec.tasks.base import RecommendationTask
 
 log = logging.getLogger(__name__)
 MIB = 2**20
+
+
+@runtime_checkable
+class HasWindow(Protocol):
+    """A network with a fixed input window (SASRec's position table, a CTR transformer; None: any length)."""
+
+    max_len: int | None
 
 
 def peak_rss_bytes() -> int:
@@ -52,7 +61,8 @@ class MemoryCallback(Callback):
 
     Args:
         state_dtype: dtype of the served state (e.g. "bfloat16"); default: the model's weight dtype.
-        seq_len: history length for the state; default: the data's ``max_len`` (else the model's).
+        seq_len: history length for the state; default: the data's ``max_len`` (``RecommendationData``; else the
+            model's window).
     """
 
     def __init__(self, state_dtype: str | None = None, seq_len: int | None = None) -> None:
@@ -68,20 +78,23 @@ class MemoryCallback(Callback):
         device = pl_module.device
         return device if device.type == "cuda" and torch.cuda.is_available() else None
 
-    def _history_length(self, trainer: L.Trainer, pl_module: L.LightningModule) -> int | None:
+    def _history_length(self, trainer: L.Trainer, model: torch.nn.Module) -> int | None:
+        """``seq_len``, else the data's ``max_len`` (``RecommendationData``), else the model's window if it has one."""
         if self.seq_len is not None:
             return self.seq_len
-        for owner in (getattr(trainer, "datamodule", None), getattr(pl_module, "model", None)):
-            value = getattr(owner, "max_len", None)
-            if isinstance(value, int):
-                return value
+        if isinstance(trainer.datamodule, RecommendationData):
+            return trainer.datamodule.max_len
+        if isinstance(model, HasWindow) and isinstance(model.max_len, int):
+            return model.max_len
         return None
 
     def measure_state(self, trainer: L.Trainer, pl_module: L.LightningModule) -> StateBytes | None:
-        """Per-user state bytes of ``pl_module.model`` for the configured history length."""
-        model = getattr(pl_module, "model", None)
-        seq_len = self._history_length(trainer, pl_module)
-        if model is None or seq_len is None:
+        """Per-user state bytes of the task's network (``RecommendationTask.model``) for the configured history length."""
+        if not isinstance(pl_module, RecommendationTask):
+            return None
+        model = pl_module.model
+        seq_len = self._history_length(trainer, model)
+        if seq_len is None:
             return None
         self.state = state_bytes_per_user(model, seq_len, self.state_dtype)
         return self.state

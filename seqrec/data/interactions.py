@@ -57,6 +57,21 @@ class Interactions:
         )
 
 
+def positions_within_user(users: np.ndarray) -> np.ndarray:
+    """0-based position of each row among the rows of the same user, in file order (stable): the ``times`` of a
+    source without timestamps."""
+    n = len(users)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(users, kind="stable")
+    sorted_users = users[order]
+    new_group = np.concatenate(([True], sorted_users[1:] != sorted_users[:-1]))
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
+    positions = np.empty(n, dtype=np.int64)
+    positions[order] = np.arange(n) - group_start
+    return positions
+
+
 class Source(ABC):
     """A dataset family: finds or downloads its raw files and parses them into ``Interactions``.
 
@@ -86,3 +101,13 @@ class Source(ABC):
     def describe(self) -> str:
         """One line for logs."""
         return self.name
+
+
+def optional(value: str | None) -> str | None:
+    """None for an unset optional text option of a ``Source``.
+
+    ``--data.source.timestamp null`` reaches a nested source as the text "None" (jsonargparse 4.x turns a
+    null into "None" for ``str | None`` arguments of a subclass nested in a subclass), so "None" and "null"
+    mean unset here; a column really named "None" cannot be mapped.
+    """
+    return None if value is None or str(value).strip() in ("", "None", "null", "~") else value

@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-import lightning as L
 import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
@@ -47,6 +46,7 @@ from seqrec.data.interactions import Source
 from seqrec.data.negatives import Sampler
 from seqrec.data.preprocess import NO_FILTERS, Preprocessing
 from seqrec.data.sequences import Sequences, user_of_offsets
+from seqrec.datamodules.base import RecommendationData
 from seqrec.datamodules.batching import LengthBucketBatchSampler
 from seqrec.datamodules.loaders import SplitLoaders
 from seqrec.datamodules.sequences import SourceSequences
@@ -55,10 +55,10 @@ log = logging.getLogger(__name__)
 SPLITS = ("train", "valid", "test")
 
 
-class CTRBaseDataModule(SplitLoaders, L.LightningDataModule):
+class CTRBaseDataModule(SplitLoaders, RecommendationData):
     """What both CTR datamodules share: history length, the seeded user subset, loaders, ``setup`` once.
 
-    Sub-classes implement ``num_items``, ``prepare_data`` and ``_build`` (fills ``self.datasets``).
+    Sub-classes implement ``num_items`` (``RecommendationData``), ``prepare_data`` and ``_build`` (fills ``self.datasets``).
     """
 
     def __init__(
@@ -70,18 +70,10 @@ class CTRBaseDataModule(SplitLoaders, L.LightningDataModule):
         num_workers: int,
         seed: int,
     ) -> None:
-        super().__init__()
-        if max_len < 1:
-            raise ValueError(f"max_len must be >= 1, got {max_len}")
-        self.max_len, self.max_users = max_len, max_users
-        self.batch_size, self.eval_batch_size, self.num_workers = batch_size, eval_batch_size, num_workers
+        super().__init__(max_len, batch_size, eval_batch_size, num_workers)
+        self.max_users = max_users
         self.seed = seed
         self.datasets: dict[str, Dataset] = {}
-
-    @property
-    def num_items(self) -> int:
-        """Catalogue size N (ids 1..N); linked into the model's ``num_items`` by the CLI."""
-        raise NotImplementedError
 
     def _user_subset(self, num_users: int) -> np.ndarray | None:
         """(num_users,) mask of a seeded random subset of ``max_users`` users; None keeps everyone."""
@@ -230,7 +222,7 @@ class CTRDataModule(SourceSequences, CTRBaseDataModule):
         """Shuffled training examples; with ``train_batch_tokens``, length-bucketed batches under that budget."""
         if self.train_batch_tokens is None:
             return super().train_dataloader()
-        trainer = getattr(self, "trainer", None)
+        trainer = self.trainer
         if trainer is not None and trainer.world_size > 1:
             raise ValueError(
                 f"train_batch_tokens batches in one process, but this run has {trainer.world_size}: "

@@ -14,18 +14,18 @@ import logging
 from pathlib import Path
 from typing import Literal
 
-import lightning as L
 import numpy as np
 
 from seqrec.data.array_cache import load_arrays, resolve_cache_dir, save_arrays
 from seqrec.data.lm_windows import UNK, LMWindows, build_vocabulary, encode
 from seqrec.data.sources.lm1b import LM1B, SPLITS
+from seqrec.datamodules.base import RecommendationData
 from seqrec.datamodules.loaders import SplitLoaders
 
 log = logging.getLogger(__name__)
 
 
-class LMDataModule(SplitLoaders, L.LightningDataModule):
+class LMDataModule(SplitLoaders, RecommendationData):
     """LM1B windows for next-word models: a vocabulary is a catalogue of "items".
 
     Args:
@@ -53,18 +53,17 @@ class LMDataModule(SplitLoaders, L.LightningDataModule):
         num_workers: int = 0,
         cache_dir: str | None = None,
     ) -> None:
-        super().__init__()
         if not 1 <= num_targets < max_len:
             raise ValueError(f"num_targets must lie in 1..max_len-1, got num_targets={num_targets}, max_len={max_len}")
         if train_labels not in ("all", "targets"):
             raise ValueError(f"train_labels must be 'all' or 'targets', got {train_labels!r}")
         if min_count < 1 or (max_vocab is not None and max_vocab < 1):
             raise ValueError(f"need min_count >= 1 and max_vocab None or >= 1, got {min_count}, {max_vocab}")
+        super().__init__(max_len, batch_size, eval_batch_size, num_workers)
         self.save_hyperparameters(ignore=["source"])
         self.source = source
-        self.max_len, self.num_targets, self.train_labels = max_len, num_targets, train_labels
+        self.num_targets, self.train_labels = num_targets, train_labels
         self.min_count, self.max_vocab, self.add_eos = min_count, max_vocab, add_eos
-        self.batch_size, self.eval_batch_size, self.num_workers = batch_size, eval_batch_size, num_workers
         self.cache_dir = cache_dir
         self._vocabulary: list[str] | None = None
         self._tokens: dict[str, np.ndarray] = {}

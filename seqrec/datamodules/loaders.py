@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import lightning as L
 import torch
@@ -137,10 +137,18 @@ def batches_done(trainer: L.Trainer | None) -> int:
         return 0
 
 
+@runtime_checkable
+class KeyedByEpoch(Protocol):
+    """A training dataset whose examples are drawn anew each epoch from ``(seed + epoch, index)`` alone
+    (``seqrec.data.cloze.ClozeExamples``): its sampler yields those keys (``EpochShuffle(keyed=True)``)."""
+
+    keyed_by_epoch: Literal[True]
+
+
 class SplitLoaders:
     """Mixin: ``train/val/test_dataloader`` over ``self.datasets["train" | "valid" | "test"]``.
 
-    Expects ``datasets``, ``batch_size``, ``eval_batch_size`` and ``num_workers`` on the datamodule.
+    Expects ``datasets``, ``batch_size``, ``eval_batch_size``, ``num_workers`` and ``trainer`` on the datamodule.
     Training batches follow ``EpochShuffle`` (seeded by the run's seed, resumable mid-epoch); evaluation
     loaders never shuffle and, under several processes, shard exactly (``eval_shards``).
     """
@@ -149,12 +157,10 @@ class SplitLoaders:
     batch_size: int
     eval_batch_size: int
     num_workers: int
+    trainer: L.Trainer | None  # LightningDataModule's: None until a trainer attaches it
 
     def _trainer(self) -> L.Trainer | None:
-        try:
-            return getattr(self, "trainer", None)
-        except RuntimeError:  # a LightningDataModule not attached to a trainer
-            return None
+        return self.trainer
 
     def _eval_loader(self, name: str) -> DataLoader:
         dataset, sampler = eval_shards(self.datasets[name], self._trainer())
@@ -173,7 +179,7 @@ class SplitLoaders:
         trainer = self._trainer()
         world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
         seed = run_seed()
-        keyed = bool(getattr(self.datasets["train"], "keyed_by_epoch", False))  # cloze masks drawn per (seed + epoch, i)
+        keyed = isinstance(self.datasets["train"], KeyedByEpoch)  # cloze masks drawn per (seed + epoch, i)
         sampler = EpochShuffle(self.datasets["train"], self.batch_size, num_replicas=world, rank=rank, seed=seed, keyed=keyed)
         return ResumableLoader(
             self.datasets["train"],

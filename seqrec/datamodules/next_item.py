@@ -6,8 +6,8 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-import lightning as L
 import numpy as np
+from torch import Tensor
 
 from seqrec.data.array_cache import resolve_cache_dir
 from seqrec.data.cloze import ClozeExamples, Replacement
@@ -19,6 +19,7 @@ from seqrec.data.preprocess import NO_FILTERS, Preprocessing
 from seqrec.data.sequences import Sequences
 from seqrec.data.splits import Split, leave_last_out
 from seqrec.data.temporal import TemporalSplit, TimeCutSplit, describe_split
+from seqrec.datamodules.base import RecommendationData
 from seqrec.datamodules.loaders import SplitLoaders
 from seqrec.datamodules.sequences import SourceSequences
 
@@ -61,7 +62,7 @@ class ExpectedCounts:
             )
 
 
-class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
+class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
     """Next-item data: leave-last-out or temporal split, training windows or prefixes, full or sampled evaluation.
 
     Args:
@@ -122,9 +123,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         expected_counts: ExpectedCounts | None = None,
         mmap_sequences: bool = False,
     ) -> None:
-        super().__init__()
-        if max_len < 1:
-            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        super().__init__(max_len, batch_size, eval_batch_size, num_workers)
         if train_mode == "cloze" and max_len < 2:
             raise ValueError(f"train_mode cloze needs max_len >= 2 (one event and the [mask] of a query), got {max_len}")
         if not 0.0 < mask_prob <= 1.0:
@@ -141,7 +140,6 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         self.save_hyperparameters(ignore=["source", "features"])
         self.source = source
         self.preprocessing = preprocessing
-        self.max_len = max_len
         if split not in ("leave_last_out", "temporal"):
             raise ValueError(f"split must be 'leave_last_out' or 'temporal', got {split!r}")
         self.split_kind, self.temporal = split, temporal
@@ -154,8 +152,6 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         self.negatives_storage = negatives_storage
         self.expected_counts = expected_counts
         self.mmap_sequences = mmap_sequences
-        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
-        self.num_workers = num_workers
         self.seed = seed
         self.cache_dir = cache_dir
         self.features = features
@@ -177,9 +173,14 @@ class NextItemDataModule(SourceSequences, SplitLoaders, L.LightningDataModule):
         """Name, kind, vocab_size, max_tokens per feature ([] without features); linked into ``feature_spec``."""
         return [] if self.item_features is None else self.item_features.spec()
 
-    def item_feature_tables(self) -> dict:
+    def item_feature_tables(self) -> dict[str, Tensor]:
         """``{name: tensor}``: the (N + 1, ...) feature tables a model copies into its buffers ({} without features)."""
         return {} if self.item_features is None else self.item_features.tensors()
+
+    @property
+    def cloze_inputs(self) -> bool:
+        """True in "cloze" mode: training inputs hold the model's [mask] token."""
+        return self.train_mode == "cloze"
 
     @property
     def history_len(self) -> int:

@@ -1,22 +1,57 @@
-"""What every task LightningModule shares: the injected model, the optimiser, id checks, the data binding, metric logging.
+"""What every task LightningModule shares: the injected model, the optimiser, id checks, the data binding, metric
+logging; and what a task may declare besides (``RanksTargets``, ``ProbesMACs``).
 
 A task receives its model (``model: torch.nn.Module``, a ``class_path`` in YAML) and the optimiser settings
 once, here; subclasses pass them on with ``**optimizer_args`` so the config keys stay flat
 (``model.init_args.lr``) and each task's signature (which jsonargparse reads as its config schema) lists
-them through this class.
+them through this class. It reads its data through ``seqrec.datamodules.base.RecommendationData``.
+
+Optional capabilities are runtime-checkable Protocols; the MACs callback and the Python API ask
+``isinstance(task, RanksTargets)`` / ``isinstance(task, ProbesMACs)``, never ``getattr``.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import lightning as L
 import torch
 from torch import Tensor, nn
 from torchmetrics import Metric
 
+from seqrec.datamodules.base import RecommendationData
 from seqrec.models.base import ClozeRecommender, ItemFeatureConsumer
 from seqrec.tasks.optim import build_optimizer
+
+
+@runtime_checkable
+class RanksTargets(Protocol):
+    """A task that ranks each query's target among the catalogue or the batch's candidates (``NextItemTask``).
+
+    ``mask_history``: a full-catalogue ranking leaves the query's history out; ``score_chunk_size``: items per
+    chunk of the catalogue scan. The Python API and serving rank as the evaluation does through them.
+    """
+
+    mask_history: bool
+    score_chunk_size: int
+
+    def ranks(self, batch: dict[str, Tensor]) -> Tensor:
+        """(B,) 1-based rank of each query's target (batch: ``items`` (B, L), ``target`` (B,), ``candidates`` (B, C)?)."""
+        ...
+
+
+@runtime_checkable
+class ProbesMACs(Protocol):
+    """A task that says what the MACs callback counts for one batch (``seqrec.callbacks.macs``).
+
+    ``stage`` is "train" (a training step's forward) or "eval" (scoring the batch's queries). The returned
+    tensors must be what that computation produces (a tuple is fine; None: nothing to count): fvcore traces only
+    the operators that reach the outputs.
+    """
+
+    def macs_probe(self, batch: dict[str, Tensor], stage: str) -> Any:
+        """The outputs of the computation to count on ``batch``."""
+        ...
 
 
 class RecommendationTask(L.LightningModule):
@@ -66,35 +101,33 @@ class RecommendationTask(L.LightningModule):
                     f"vocabulary is 0..{top} (0 = padding). The model's num_items must equal the data's."
                 )
 
-    def bind_data(self, datamodule: L.LightningDataModule) -> None:
-        """Check the data's catalogue against the model's; copy item-feature tables into a feature model."""
-        data_items = getattr(datamodule, "num_items", None)
-        model_items = getattr(self.model, "num_items", None)
-        if data_items is not None and model_items is not None and data_items != model_items:
+    def bind_data(self, datamodule: RecommendationData) -> None:
+        """Check the data's catalogue and training inputs against the model's; copy item-feature tables into a
+        feature model."""
+        data_items, model_items = datamodule.num_items, self.model.num_items
+        if data_items != model_items:
             raise ValueError(
                 f"the data has {data_items} items but the model was built for {model_items}: "
                 "leave the model's num_items unset so the CLI links it from the data"
             )
-        cloze_data = getattr(datamodule, "train_mode", None) == "cloze"
-        if isinstance(self.model, ClozeRecommender) and not cloze_data:
+        if isinstance(self.model, ClozeRecommender) and not datamodule.cloze_inputs:
             raise ValueError(
                 f"{type(self.model).__name__} is trained by the cloze objective (masked items) but the data's "
-                f"train_mode is {getattr(datamodule, 'train_mode', None)!r}: set data.init_args.train_mode: cloze"
+                f"training inputs are not masked ({type(datamodule).__name__}): set data.init_args.train_mode: cloze"
             )
-        if cloze_data and not isinstance(self.model, ClozeRecommender):
+        if datamodule.cloze_inputs and not isinstance(self.model, ClozeRecommender):
             raise ValueError(
                 f"data.init_args.train_mode cloze masks items with a [mask] token that {type(self.model).__name__} "
                 "does not have: use train_mode windows (or prefix), or a cloze model (BERT4Rec)"
             )
         if isinstance(self.model, ItemFeatureConsumer):
             # feature models (MLP4Rec) hold the item-feature tables as buffers, copied once from the data
-            tables = getattr(datamodule, "item_feature_tables", None)
-            self.model.set_item_features(tables() if callable(tables) else {})
+            self.model.set_item_features(datamodule.item_feature_tables())
 
     def setup(self, stage: str) -> None:
-        """Bind the trainer's datamodule (fails early on a catalogue mismatch)."""
-        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        if datamodule is not None:
+        """Bind the trainer's datamodule when it is a ``RecommendationData`` (fails early on a catalogue mismatch)."""
+        datamodule = self._trainer.datamodule if self._trainer is not None else None
+        if isinstance(datamodule, RecommendationData):
             self.bind_data(datamodule)
 
     def matmul_dtype(self) -> torch.dtype | None:

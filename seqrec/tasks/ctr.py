@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqrec.datamodules.base import RecommendationData
 from seqrec.metrics.ctr import CTRMetrics, GAUCWeighting
 from seqrec.models.base import DeclaresRequestMACs, leading_padding
 from seqrec.tasks.base import RecommendationTask
@@ -43,8 +44,8 @@ def trim_padding(batch: dict[str, Tensor]) -> dict[str, Tensor]:
 class CTRTask(RecommendationTask):
     """Trains a CTR ``model`` with BCE and evaluates AUC, GAUC (per-user, impression-weighted) and Logloss.
 
-    Optimiser settings (``optimizer``, ``lr``, ``weight_decay``, ``betas``, ``eps``, ``no_decay``): see
-    ``RecommendationTask``.
+    Declares ``ProbesMACs`` (``seqrec.tasks.base``). Optimiser settings (``optimizer``, ``lr``, ``weight_decay``,
+    ``betas``, ``eps``, ``no_decay``): see ``RecommendationTask``.
     """
 
     def __init__(
@@ -115,6 +116,7 @@ class CTRTask(RecommendationTask):
     def on_test_epoch_end(self) -> None:
         """Log ``test/...`` and the model's per-request cost where it reports one."""
         self.log_metrics("test", self.test_metrics)
-        max_len = getattr(getattr(self.trainer, "datamodule", None), "max_len", None)
         if isinstance(self.model, DeclaresRequestMACs):  # state bytes: the memory callback logs them
+            data = self.trainer.datamodule
+            max_len = data.max_len if isinstance(data, RecommendationData) else None  # None: the model's own
             self.log("cost/macs_per_request", float(self.model.macs_per_request(max_len)))

@@ -37,11 +37,13 @@ class NextItemTask(RecommendationTask):
     Evaluation: the target's rank among the full catalogue (history masked when ``mask_history``) or
     among the batch's frozen ``candidates``; metrics are sums and counts (exact under DDP).
 
-    Optimiser settings (``optimizer``, ``lr``, ``weight_decay``, ``betas``, ``eps``, ``no_decay``): see
-    ``RecommendationTask``.
+    Declares ``RanksTargets`` and ``ProbesMACs`` (``seqrec.tasks.base``). Optimiser settings (``optimizer``, ``lr``,
+    ``weight_decay``, ``betas``, ``eps``, ``no_decay``): see ``RecommendationTask``.
     """
 
     model: SequenceRecommender
+    mask_history: bool
+    score_chunk_size: int
 
     def __init__(
         self,

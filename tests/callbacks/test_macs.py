@@ -111,3 +111,44 @@ def test_untraceable_model_falls_back_to_flop_counter(caplog):
 def test_bad_backend_names_the_valid_ones():
     with pytest.raises(ValueError, match="fvcore.*flop_counter"):
         MACsCallback(backend="thop")
+
+
+def test_what_is_counted_follows_what_the_task_declares():
+    import lightning as L
+
+    from seqrec.callbacks.macs import probe_function
+
+    task = NextItemTask(SASRec(num_items=N, max_len=6, d_model=8))
+    probes = []
+
+    class Probed(NextItemTask):  # ProbesMACs: its own probe wins over ranks / training_step
+        def macs_probe(self, batch, stage):
+            probes.append(stage)
+            return self.model(batch["items"])
+
+    probed = Probed(SASRec(num_items=N, max_len=6, d_model=8))
+    batch = _batch(6)
+    probe_function(probed, "eval")(batch)
+    probe_function(probed, "train")(batch)
+    assert probes == ["eval", "train"]
+    calls = []
+    task.macs_probe = lambda batch, stage: calls.append(stage)  # NextItemTask declares one too
+    probe_function(task, "eval")(batch)
+    assert calls == ["eval"]
+    plain = L.LightningModule()  # not a RecommendationTask: no network to count, no declared probe
+    assert probe_function(plain, "encoder") is None and probe_function(plain, "eval") is None
+
+
+def test_a_probe_batch_comes_only_from_a_map_style_loader():
+    from torch.utils.data import DataLoader, IterableDataset
+
+    from seqrec.callbacks.macs import first_examples
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            yield {"items": torch.ones(3, dtype=torch.long)}
+
+    examples = [{"items": torch.full((3,), i)} for i in range(5)]
+    assert first_examples(DataLoader(examples, batch_size=2), 8)["items"].shape == (2, 3)  # never more than a batch
+    assert first_examples(DataLoader(Stream(), batch_size=2), 8) is None
+    assert first_examples(examples, 8) is None  # not a DataLoader

@@ -40,3 +40,25 @@ def test_memory_callback_logs_cost_values_with_the_test(ml100k_root, tmp_path):
 def test_bad_state_dtype_is_a_clear_error():
     with pytest.raises(ValueError, match="torch dtype"):
         MemoryCallback(state_dtype="float31")
+
+
+def test_the_state_is_measured_at_the_data_window_else_the_model_window():
+    from types import SimpleNamespace
+
+    from seqrec.models.ctr.transformer import CTRTransformer
+    from seqrec.models.next_item.gru4rec import GRU4Rec
+    from seqrec.tasks.ctr import CTRTask
+    from tests.datamodules.test_base import TinyData
+
+    task = NextItemTask(SASRec(num_items=9, max_len=10, d_model=8))
+    callback = MemoryCallback()
+    with_data = SimpleNamespace(datamodule=TinyData(9, max_len=6))  # what the callback reads of the trainer
+    assert callback.measure_state(with_data, task).per_user == 2 * 6 * 16 * 4  # 2 blocks, K and V of width 8
+    assert MemoryCallback(seq_len=3).measure_state(with_data, task).per_user == 2 * 3 * 16 * 4
+    no_data = SimpleNamespace(datamodule=None)
+    assert callback.measure_state(no_data, task).per_user == 2 * 10 * 16 * 4  # SASRec's own window, max_len 10
+    ctr = CTRTask(CTRTransformer(9, max_len=5, d_model=8, num_heads=2, num_layers=1))
+    assert callback.measure_state(no_data, ctr).per_user == callback.measure_state(
+        SimpleNamespace(datamodule=TinyData(9, max_len=5)), ctr).per_user  # the transformer's own window, 5
+    assert callback.measure_state(no_data, NextItemTask(GRU4Rec(num_items=9, d_model=8))) is None  # no window at all
+    assert callback.measure_state(with_data, L.LightningModule()) is None  # not a RecommendationTask

@@ -44,6 +44,7 @@ class Data(SplitLoaders):
     def __init__(self) -> None:
         self.datasets = {name: TensorDataset(torch.arange(20)) for name in ("train", "valid", "test")}
         self.batch_size, self.eval_batch_size, self.num_workers = 4, 8, 0
+        self.trainer = None  # a LightningDataModule's, before a trainer attaches it
 
 
 def test_loaders_leave_the_global_generator_alone_and_save_their_position():
@@ -71,3 +72,15 @@ def test_a_keyed_sampler_hands_each_example_the_epochs_seed():
     assert order(keyed, 2) == [(7, i) for i in order(plain, 2)]
     keyed.resume(2, 1)
     assert list(keyed) == [(7, i) for i in order(plain, 2)[3:]]
+
+
+def test_only_a_dataset_drawn_per_epoch_gets_epoch_keys():
+    import numpy as np
+
+    from seqrec.data.cloze import ClozeExamples
+    from seqrec.data.examples import TrainExamples
+    from seqrec.datamodules.loaders import KeyedByEpoch
+
+    items, start, stop = np.arange(1, 9), np.array([0]), np.array([8])
+    assert isinstance(ClozeExamples(items, start, stop, 8, 8, 0.2, "bert"), KeyedByEpoch)
+    assert not isinstance(TrainExamples(items, start, stop, 8, "windows", True), KeyedByEpoch)

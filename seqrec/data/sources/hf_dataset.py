@@ -2,7 +2,7 @@
 
 ``HFDataset(path, name=None, split="train", data_files=None, ...)`` calls ``datasets.load_dataset`` with
 those arguments (or ``datasets.load_from_disk`` for a directory written by ``Dataset.save_to_disk``) and maps
-columns as ``InteractionsFile`` does (``user``, ``item``, ``timestamp``, ``rating``; ids integers or text,
+columns as ``InteractionsFile`` does (``seqrec.data.table``) (``user``, ``item``, ``timestamp``, ``rating``; ids integers or text,
 kept with their type, text stripped of surrounding whitespace). The dataset's Arrow cache is read in batches straight to numpy (``with_format("arrow")``;
 no Python object per row). Needs the ``datasets`` package: ``pip install 'seqrec[hf]'``.
 
@@ -19,17 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from seqrec.data.interactions import Interactions, Source
-from seqrec.data.sources.interactions_file import (
+from seqrec.data.interactions import Interactions, Source, optional, positions_within_user
+from seqrec.data.table import (
     ID_RULES,
     ColumnMap,
     Where,
     check_columns,
     concat_interactions,
     interactions_from_table,
-    optional,
 )
-from seqrec.data.sources.sasrec_text import positions_within_user
 
 log = logging.getLogger(__name__)
 

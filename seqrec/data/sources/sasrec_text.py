@@ -19,24 +19,10 @@ import numpy as np
 
 from seqrec.data.array_cache import resolve_cache_dir
 from seqrec.data.download import DownloadError, fetch, sha256_of
-from seqrec.data.interactions import Interactions, Source
+from seqrec.data.interactions import Interactions, Source, positions_within_user
 from seqrec.data.text import parse_int_columns, parse_int_lines, read_maybe_gzip
 
 log = logging.getLogger(__name__)
-
-
-def positions_within_user(users: np.ndarray) -> np.ndarray:
-    """0-based position of each row among the rows of the same user, in file order (stable)."""
-    n = len(users)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(users, kind="stable")
-    sorted_users = users[order]
-    new_group = np.concatenate(([True], sorted_users[1:] != sorted_users[:-1]))
-    group_start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
-    positions = np.empty(n, dtype=np.int64)
-    positions[order] = np.arange(n) - group_start
-    return positions
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from seqrec.data.sources.sasrec_text import (
     KnownText,
     S3RecText,
     SASRecText,
-    positions_within_user,
 )
 from tests.data.sources.conftest import closed_port_url, sha256_hex
 
@@ -41,10 +40,6 @@ def test_sasrec_text_plain_and_gzipped(tmp_path: Path) -> None:
         np.testing.assert_array_equal(inter.items, [10, 11, 10, 12, 10, 13])
         np.testing.assert_array_equal(inter.times, [0, 1, 2, 0, 1, 0])
         assert inter.ratings is None
-
-
-def test_sasrec_text_times_when_users_are_not_contiguous() -> None:
-    np.testing.assert_array_equal(positions_within_user(np.array([5, 7, 5, 7, 7, 1])), [0, 0, 1, 1, 2, 0])
 
 
 def test_sasrec_text_malformed_and_non_integer(tmp_path: Path) -> None:
