@@ -208,7 +208,8 @@ def normalize(argv: list[str], command: Command, signature: Signature) -> Parsed
     Old spellings become the new ones (one note each); a ``bool`` flag alone gets ``=true``; a list flag's values
     (space-separated or repeated) become one JSON list; a list positional takes every positional argument.
     """
-    out, positional, notes, overrides = [], [], [], []
+    out, notes, overrides = [], [], []
+    positional: list[int] = []  # where the positional arguments are in out
     lists: dict[str, list[str]] = {}
     i = 0
     while i < len(argv):
@@ -218,7 +219,9 @@ def normalize(argv: list[str], command: Command, signature: Signature) -> Parsed
             overrides += argv[i:]
             break
         if not token.startswith("--") or token == "--help":
-            (out if token in ("-h", "--help") else positional).append(token)
+            out.append(token)
+            if token not in ("-h", "--help"):
+                positional.append(len(out) - 1)
             continue
         flag, has_value, value = token.partition("=")
         flag, note = new_flag(flag, command, signature)
@@ -256,10 +259,12 @@ def normalize(argv: list[str], command: Command, signature: Signature) -> Parsed
             value, i = argv[i], i + 1
         out.append(f"{flag}={value}")
     out += [f"--{name}={json.dumps(values)}" for name, values in lists.items()]
-    if signature.positional and signature.kinds[signature.positional[-1]] == "list":
-        fixed = len(signature.positional) - 1
-        positional = positional[:fixed] + ([json.dumps(positional[fixed:])] if positional[fixed:] else [])
-    return Parsed(positional + out, overrides, notes)
+    if signature.positional and signature.kinds[signature.positional[-1]] == "list":  # it takes the rest
+        rest = positional[len(signature.positional) - 1:]
+        if rest:
+            out[rest[0]] = json.dumps([out[i] for i in rest])
+            out = [token for i, token in enumerate(out) if i not in rest[1:]]
+    return Parsed(out, overrides, notes)
 
 
 def _parse_list(flag: str, text: str) -> list[str]:
