@@ -49,11 +49,6 @@ class Command:
     renamed: dict[str, str] = field(default_factory=dict)
     overrides: Literal["unknown", "after_dashes"] = "unknown"
 
-    @property
-    def module(self) -> str:
-        """The module holding the function."""
-        return self.target.partition(":")[0]
-
     def function(self) -> Callable[..., Any]:
         """The entry point (imports its module)."""
         module, _, name = self.target.partition(":")
