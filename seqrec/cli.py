@@ -9,7 +9,7 @@ the forms the commands always took: ``--flag value`` or ``--flag=value``; a ``bo
 (``--config a --config b``). A command with an ``overrides`` parameter passes flags it does not know (or, for
 ``repro``, everything after ``--``) to the run's config, which checks them.
 
-Old spellings keep working and print one line each: ``note: --checkpoint is now --ckpt_path`` (``RENAMED``),
+Old spellings keep working and print one line each: ``note: --checkpoint is now --ckpt_path`` (``Command.renamed``),
 and any ``--kebab-case`` flag whose ``--snake_case`` form exists. Every failure is one line ``error: ...``
 (``seqrec.errors.run_command``; ``--debug`` shows the traceback).
 """
