@@ -38,6 +38,6 @@ bench: setup
 clean:
 	rm -rf $(VENV) runs .pytest_cache
 
-# Paper reproductions (hours on CPU): bounded sittings that resume, e.g. make repro ARGS="--max-time 00:02:00:00 --resume"
+# Paper reproductions (hours on CPU): bounded sittings that resume, e.g. make repro ARGS="--sitting_time 00:02:00:00 --resume"
 repro: setup
 	$(PY) -m seqrec repro --out results/REPRODUCTION.md $(ARGS)

@@ -12,7 +12,7 @@
 #     reserve of scripts/gpu_check.sh (CHECK_RESERVE_S, 250 s) is set aside; a cell whose allowance would be
 #     under MIN_CELL_S (60 s) is not started ("skipped: budget");
 #   - one process: `python -m seqrec repro --configs CELL` -> `python -m seqrec fit` with --trainer.accelerator gpu,
-#     devices 1, evaluation batches of EVAL_BATCH (4096; XLong 512), --max-time (fit's --sitting_time) = the
+#     devices 1, evaluation batches of EVAL_BATCH (4096; XLong 512), --sitting_time (fit's too) = the
 #     allowance less OVERHEAD_S (60 s: imports, data, the step-0 validation, the test), killed at the allowance
 #     + 60 s; at its time a cell checkpoints at an exact resume point and its best-validation checkpoint so far is
 #     tested (exit 75, "time limit"), so a cell stopped by its time is a partial result that resumes, not a lost one;
@@ -26,7 +26,7 @@
 #
 # Data: the configs' own sources (downloads need network access), or LRURec's files from SEQREC_SHARED_DATA
 # (a folder of real copies: lrurec/{ml-1m,beauty,video,sports,steam}.txt.gz, xlong/), as
-# `python -m seqrec repro --shared-data` reads them. A cell whose data cannot be had fails in seconds, says why,
+# `python -m seqrec repro --shared_data` reads them. A cell whose data cannot be had fails in seconds, says why,
 # and the next one runs.
 #
 # Without CUDA the script says so and exits 0. --cpu-dry-run runs every step on the CPU with tiny settings on
@@ -194,11 +194,11 @@ for cell in "${CELLS[@]}"; do
     case "$cell" in *_xlong) cell_flags+=(--data.init_args.eval_batch_size 512) ;; *) cell_flags+=(--data.init_args.eval_batch_size "$EVAL_BATCH") ;; esac
   fi
   shared_args=()
-  [ -n "$SHARED" ] && shared_args=(--shared-data "$SHARED")
+  [ -n "$SHARED" ] && shared_args=(--shared_data "$SHARED")
   echo "gpu_repro: [$cell] allowance ${allowance}s (training at most ${max_time}s), ${elapsed}s of ${BUDGET_S}s spent"
   begin=$(date +%s)
-  timeout $(( allowance + GRACE_S )) "$PY" -m seqrec repro --configs "$cell" --runs-dir "$RUNS" --out "$REPORT" \
-    --hardware "$HW_LABEL" --max-time "$(printf '00:%02d:%02d:%02d' $(( max_time / 3600 )) $(( max_time % 3600 / 60 )) $(( max_time % 60 )))" \
+  timeout $(( allowance + GRACE_S )) "$PY" -m seqrec repro --configs "$cell" --runs_dir "$RUNS" --out "$REPORT" \
+    --hardware "$HW_LABEL" --sitting_time "$(printf '00:%02d:%02d:%02d' $(( max_time / 3600 )) $(( max_time % 3600 / 60 )) $(( max_time % 60 )))" \
     "${shared_args[@]}" -- "${cell_flags[@]}" > "$WORK/$cell.log" 2>&1
   rc=$?
   wall=$(( $(date +%s) - begin ))

@@ -1,60 +1,21 @@
-"""``python -m seqrec <command> ...``: the one way in.
+"""``python -m seqrec <command> ...``: the ``seqrec`` console script (``seqrec.cli``); ``seqrec --help`` lists the commands.
 
-    python -m seqrec fit --config lru_ml1m.yaml [--section.key value ...]   train, then test the best checkpoint
-    python -m seqrec test --config lru_ml1m.yaml --ckpt_path PATH              test a checkpoint under a config
-    python -m seqrec predict RUN_DIR [--users all|test|FILE] [--k 10] [--out F] top-k items per user in the data's ids
-    python -m seqrec serve RUN_DIR [--port 8000] [--store F | --redis URL]    serve a run over HTTP, one durable state per user
-    python -m seqrec bench <pipeline|lru_speed|compress|speed|xlong|serve> ...  benchmarks (results/BENCHMARKS.md, ...)
-    python -m seqrec repro --configs lru_ml1m ...                               paper reproductions in resumable sittings
-    python -m seqrec tune --config X.yaml --space S.yaml --trials N --study NAME  Optuna search (docs/TUNING.md)
-    python -m seqrec summarize RUN_DIR                                          rebuild a run's report (PNG, summary.md)
-    python -m seqrec lrd --config ...                                           long-range dependence of a dataset
+    seqrec fit --config lru_ml1m.yaml [--section.key value ...]       train, then test the best checkpoint
+    seqrec test --config lru_ml1m.yaml --ckpt_path PATH               test a checkpoint under a config
+    seqrec predict RUN_DIR [--ckpt_path best] [--users all|test|FILE] top-k items per user in the data's ids
+    seqrec serve RUN_DIR [--port 8000] [--store F | --redis URL]      serve a run over HTTP, one durable state per user
+    seqrec tune --config X.yaml --space S.yaml --trials N --study S   Optuna search (docs/TUNING.md)
+    seqrec repro --configs lru_ml1m ... [--sitting_time T --resume]   paper reproductions in resumable sittings
+    seqrec summarize RUN_DIR                                          rebuild a run's report (PNG, summary.md)
+    seqrec lrd --config ...                                           long-range dependence of a dataset
+    seqrec bench <pipeline|lru_speed|compress|speed|xlong|serve> ...  development benchmarks
 
-Every command builds its run through ``seqrec.build``; ``python -m seqrec.fit`` stays as a synonym of ``fit``.
+``python -m seqrec.fit`` stays a synonym of ``fit``, ``seqrec-fit`` of ``seqrec fit``.
 """
 
-from __future__ import annotations
+from seqrec.cli import main, script
 
-import importlib
-import sys
-
-COMMANDS = {
-    "fit": "seqrec.fit",
-    "test": "seqrec.evaluate",
-    "predict": "seqrec.predict",
-    "serve": "seqrec.serve.cli",
-    "repro": "seqrec.bench.repro",
-    "tune": "seqrec.tune",
-    "summarize": "seqrec.tools.summarize",
-    "lrd": "seqrec.tools.lrd",
-}
-BENCHMARKS = ("pipeline", "lru_speed", "compress", "speed", "xlong", "serve")
-
-
-def usage() -> str:
-    """The command list (this module's docstring)."""
-    return (__doc__ or "").strip()
-
-
-def main(argv: list[str] | None = None) -> object:
-    """Dispatch ``argv[0]`` to its command's ``main(argv[1:])``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(usage())
-        return None
-    command, rest = argv[0], argv[1:]
-    if command == "bench":
-        if not rest or rest[0] not in BENCHMARKS:
-            print(f"error: python -m seqrec bench takes one of {', '.join(BENCHMARKS)}", file=sys.stderr)
-            raise SystemExit(2)
-        module, rest = f"seqrec.bench.{rest[0]}", rest[1:]
-    elif command in COMMANDS:
-        module = COMMANDS[command]
-    else:
-        print(f"error: unknown command {command!r}; commands: {', '.join([*COMMANDS, 'bench'])}", file=sys.stderr)
-        raise SystemExit(2)
-    return importlib.import_module(module).main(rest)
-
+__all__ = ["main"]
 
 if __name__ == "__main__":
-    main()
+    script()

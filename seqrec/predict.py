@@ -1,8 +1,8 @@
-"""``python -m seqrec predict RUN [--users all|test|FILE] [--k 10] [--out top10.csv]``: top-k items per user, in your ids.
+"""``seqrec predict RUN [--users all|test|FILE] [--k 10] [--out top10.csv]``: top-k items per user, in your ids.
 
 RUN is a run directory (``runs/<experiment>/version_N``), its experiment folder (the newest version) or a
 checkpoint. The run is rebuilt from its ``config.yaml`` through ``seqrec.build`` (the same data, ids and
-model; nothing is written to the run directory) and the weights of ``--checkpoint`` (default: the best) are
+model; nothing is written to the run directory) and the weights of ``--ckpt_path`` (default: the best) are
 loaded. The output (Parquet, CSV or TSV, by the name; ``.gz`` allowed for text) has one row per
 recommendation: ``user, rank, item, score`` in the data's own ids.
 
@@ -28,7 +28,6 @@ overrides the run's config (e.g. ``--data.source.path`` when the data file moved
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import ctypes.util
 import errno
@@ -43,11 +42,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from seqrec.api import Exclude, TrainedRun, flat_spans, load_run
+from seqrec.api import Exclude, Ties, TrainedRun, flat_spans, load_run
 from seqrec.atomic import atomic_write
+from seqrec.cli import main as cli_main
 from seqrec.data.sources.interactions_file import detect_format, reading
 from seqrec.data.table import Where, input_error, stripped_ids
-from seqrec.errors import DEBUG_FLAG, debugging, one_line
+from seqrec.errors import one_line
 
 log = logging.getLogger("seqrec.predict")
 TRIM_EVERY = 32  # chunks between returns of freed heap pages to the OS (each return costs page faults after it)
@@ -331,49 +331,63 @@ def predict(
     return summary
 
 
-def parser() -> argparse.ArgumentParser:
-    """The command line (any unknown ``--section.key value`` goes to the run's config)."""
-    first, _, rest = (__doc__ or "").partition("\n\n")
-    p = argparse.ArgumentParser(prog="python -m seqrec predict", description=first, epilog=rest,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run", help="run directory (runs/<experiment>/version_N), experiment folder, or checkpoint")
-    p.add_argument("--checkpoint", default="best", help="best (default), last, or a .ckpt path")
-    p.add_argument("--users", default="all", help="all (default), test, or a file of user ids")
-    p.add_argument("--k", type=int, default=10, help="items per user (default 10)")
-    p.add_argument("--exclude_seen", choices=["all", "window", "none"], default=None,
-                   help="items of the history never recommended: all (default; window for --users test)")
-    p.add_argument("--candidates", default=None, help="a file of candidate items (item, or user and item, columns)")
-    p.add_argument("--ties", choices=["all", "cut"], default="all", help="all: every item with rank <= k; cut: exactly k")
-    p.add_argument("--out", default=None, help="output .parquet/.csv/.tsv(.gz) (default RUN/predictions.parquet)")
-    p.add_argument("--batch_size", type=int, default=None,
-                   help="users scored at once (default: the run's eval_batch_size; memory ~ batch x item chunk)")
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda, or auto")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: the cores available)")
-    p.add_argument("--skip_unknown", action="store_true", help="skip ids the data does not know instead of failing")
-    p.add_argument("--no_progress", action="store_true", help="no progress bar")
-    return p
+def command(
+    run: str,
+    ckpt_path: str = "best",
+    users: str = "all",
+    k: int = 10,
+    exclude_seen: Exclude | None = None,
+    candidates: str | None = None,
+    ties: Ties = "all",
+    out: str | None = None,
+    batch_size: int | None = None,
+    device: str = "cpu",
+    threads: int | None = None,
+    skip_unknown: bool = False,
+    no_progress: bool = False,
+    overrides: list[str] | None = None,
+) -> dict[str, Any]:
+    """Top-k items per user of a trained run, in the data's own ids, to a Parquet, CSV or TSV file.
+
+    One row per recommendation: user, rank, item, score; rank = 1 + the items scored strictly higher (the
+    evaluation's ranking, ties included). Any other --section.key value flag overrides the run's config (e.g.
+    --data.source.path when the data file moved). A missing, moved or broken run, checkpoint or data file, bad
+    input and an output that cannot be written are one line, exit 2.
+
+    Args:
+        run: run directory (runs/<experiment>/version_N), its experiment folder (the newest version), or a checkpoint
+        ckpt_path: best, last, or a .ckpt path
+        users: all (every user, from their whole history), test (the split's test queries: HR@k from the file equals
+            the run's test/hr@k), or a file of user ids (a user column, or one id per line)
+        k: items per user
+        exclude_seen: items of the history never recommended: all (default), window (the newest max_len items; the
+            default for --users test when the task masks history), none
+        candidates: rank only these items: a file with an item column (or one id per line), or user and item columns
+        ties: all: every item with rank <= k; cut: exactly k (ties to the item first in the data's id order)
+        out: output .parquet/.csv/.tsv(.gz) (default RUN/predictions.parquet)
+        batch_size: users scored at once (default: the run's eval_batch_size; memory ~ batch x item chunk)
+        device: cpu, cuda, or auto
+        threads: torch threads (default: the cores available)
+        skip_unknown: skip ids the data does not know instead of failing
+        no_progress: no progress bar
+        overrides: the run's config flags (--section.key value)
+    """
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    overrides = list(overrides or [])
+    if overrides and not overrides[0].startswith("--"):
+        raise ValueError(f"unexpected argument {overrides[0]!r} (config overrides are --section.key value)")
+    try:
+        trained = load_run(run, ckpt_path, device, overrides, threads)
+        path = Path(out) if out else trained.run_dir / "predictions.parquet"
+        return predict(trained, path, users, k, exclude_seen, candidates, ties, batch_size, skip_unknown,
+                       False if no_progress else None)
+    except (OSError, KeyError, ImportError) as error:  # a missing or broken file, a bad key: one line, exit 2
+        raise ValueError(one_line(error)) from error
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Parse, load the run, write the predictions; one-line errors (exit 2) for bad input, a missing, moved or
-    broken run, checkpoint or data file, and an output that cannot be written (``--debug`` shows the traceback)."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    argv = list(sys.argv[1:] if argv is None else argv)
-    debug = debugging(argv)
-    args, overrides = parser().parse_known_args([a for a in argv if a != DEBUG_FLAG])
-    if overrides and not overrides[0].startswith("--"):
-        print(f"error: unexpected argument {overrides[0]!r} (config overrides are --section.key value)", file=sys.stderr)
-        raise SystemExit(2)
-    try:
-        trained = load_run(args.run, args.checkpoint, args.device, overrides, args.threads)
-        out = Path(args.out) if args.out else trained.run_dir / "predictions.parquet"
-        return predict(trained, out, args.users, args.k, args.exclude_seen, args.candidates, args.ties,
-                       args.batch_size, args.skip_unknown, False if args.no_progress else None)
-    except (OSError, ValueError, KeyError, ImportError) as error:  # bad input, a missing or broken file: one line
-        if debug:
-            raise
-        print(f"error: {one_line(error)}", file=sys.stderr)
-        raise SystemExit(2) from None
+    """``seqrec predict`` (``seqrec.cli``): parse, load the run, write the predictions; failures are one line."""
+    return cli_main(["predict", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

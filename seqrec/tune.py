@@ -39,13 +39,14 @@ import logging
 import os
 import socket
 import statistics
+import sys
 import time
 import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from jsonargparse import Namespace
@@ -55,8 +56,8 @@ from seqrec.build import import_class, parse
 from seqrec.callbacks.pruning import ValidationPruning
 from seqrec.callbacks.signals import Interrupted
 from seqrec.checks import config_leaves, flag_name
+from seqrec.cli import main as cli_main
 from seqrec.config_files import COMPOSE_KEY, CONFIG_DIR, resolve_config
-from seqrec.errors import run_command
 from seqrec.fit import RESUMABLE_KEYS, fit
 from seqrec.tune_space import Space, check_space, cli_value, read_space, segments, space_from_dict
 
@@ -70,30 +71,57 @@ TUNE_SET = ("ckpt_path", "test", "trainer.logger.save_dir", "trainer.logger.name
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Entry point: search, join, or summarise a study; every failure is one line."""
-    return run_command(tune, argv)
+    """``seqrec tune`` (``seqrec.cli``): search, join, or summarise a study; every failure is one line."""
+    return cli_main(["tune", *(sys.argv[1:] if argv is None else argv)])
 
 
 # --- arguments ----------------------------------------------------------------------------------------------
-def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    """tune's own flags, and the rest: the experiment's dotted flags, given to every trial."""
-    parser = argparse.ArgumentParser(prog="python -m seqrec tune", allow_abbrev=False,
-                                     description="Hyperparameter search over a seqrec config (docs/TUNING.md).")
-    parser.add_argument("--config", action="append", help="experiment config (name or path); several stack")
-    parser.add_argument("--space", help="search space: a YAML file of dotted config keys")
-    parser.add_argument("--trials", type=int, help="finished trials the study ends with (default: a grid's size)")
-    parser.add_argument("--study", help="study name (its folder <runs_dir>/tune/NAME and its name in the storage)")
-    parser.add_argument("--storage", help="SQLAlchemy URL (default: sqlite:///<runs_dir>/tune/NAME/study.db)")
-    parser.add_argument("--runs_dir", default="runs", help="root of the run directories (default: runs)")
-    parser.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median")
-    parser.add_argument("--pruner_startup_trials", type=int, default=5,
-                        help="median pruner: finished trials before any is pruned (default 5)")
-    parser.add_argument("--seeds", type=int, default=1, help="rerun the --top best trials on this many seeds")
-    parser.add_argument("--top", type=int, default=1, help="how many of the best trials --seeds reruns (default 1)")
-    parser.add_argument("--heartbeat_interval", type=int, default=60,
-                        help="seconds between a trial's heartbeats; a trial silent for twice that is retried")
-    parser.add_argument("--summary", metavar="NAME", help="print the trials table of study NAME and write its plots")
-    args, rest = parser.parse_known_args(argv)
+def command(
+    config: list[str] | None = None,
+    space: str | None = None,
+    trials: int | None = None,
+    study: str | None = None,
+    storage: str | None = None,
+    runs_dir: str = "runs",
+    pruner: Literal["median", "hyperband", "none"] = "median",
+    pruner_startup_trials: int = 5,
+    seeds: int = 1,
+    top: int = 1,
+    heartbeat_interval: int = 60,
+    summary: str | None = None,
+    overrides: list[str] | None = None,
+) -> dict[str, Any]:
+    """Hyperparameter search over a seqrec config with Optuna: start, join or continue a study, or summarise it.
+
+    Every trial is a normal seqrec fit (without its test) in <runs_dir>/tune/NAME/trials/trial_N, with the space's
+    values as dotted flags after the experiment's; any other --section.key value flag is given to every trial.
+    Joining an existing study takes only --study (and --storage); see docs/TUNING.md.
+
+    Args:
+        config: experiment config (name or path); several stack (--config a --config b)
+        space: search space: a YAML file of dotted config keys
+        trials: finished trials the study ends with (default: a grid's size)
+        study: study name (its folder <runs_dir>/tune/NAME and its name in the storage)
+        storage: SQLAlchemy URL (default: sqlite:///<runs_dir>/tune/NAME/study.db)
+        runs_dir: root of the run directories
+        pruner: median, hyperband, or none
+        pruner_startup_trials: median pruner: finished trials before any is pruned
+        seeds: rerun the --top best trials on this many seeds
+        top: how many of the best trials --seeds reruns
+        heartbeat_interval: seconds between a trial's heartbeats; a trial silent for twice that is retried
+        summary: print the trials table of study NAME and write its plots
+        overrides: the experiment's config flags (--section.key value), given to every trial
+    """
+    args = argparse.Namespace(config=config, space=space, trials=trials, study=study, storage=storage,
+                              runs_dir=runs_dir, pruner=pruner, pruner_startup_trials=pruner_startup_trials,
+                              seeds=seeds, top=top, heartbeat_interval=heartbeat_interval, summary=summary)
+    rest = list(overrides or [])
+    check_args(args, rest)
+    return tune(args, rest)
+
+
+def check_args(args: argparse.Namespace, rest: list[str]) -> None:
+    """tune's own flags in range, and no flag among the experiment's that tune sets for every trial."""
     for flag in [a for a in rest if a.startswith("--")]:
         key = flag[2:].split("=", 1)[0]
         if ".".join(segments(key)) in TUNE_SET:
@@ -106,7 +134,6 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
             raise ValueError(f"--{name} {value}: must be an integer >= {least}")
     if args.summary is None and not args.study:
         raise ValueError("--study NAME is required (or --summary NAME to see a study)")
-    return args, rest
 
 
 # --- the experiment ---------------------------------------------------------------------------------------
@@ -444,9 +471,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 # --- the command ----------------------------------------------------------------------------------------
-def tune(argv: list[str]) -> dict[str, Any]:
+def tune(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
     """Search (or join, or continue) a study, then write its best config and summary; ``--summary`` only reports."""
-    args, overrides = parse_args(list(argv))
     optuna = _import_optuna()
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     if args.summary is not None:

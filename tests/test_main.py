@@ -11,8 +11,8 @@ from tests.test_fit import tiny
 def test_help_lists_every_command(capsys):
     main(["--help"])
     printed = capsys.readouterr().out
-    for command in ("fit", "test", "bench", "repro", "summarize", "lrd"):
-        assert f"python -m seqrec {command}" in printed
+    for command in ("fit", "test", "predict", "serve", "tune", "bench", "repro", "summarize", "lrd"):
+        assert f"\n  {command} " in printed
 
 
 def test_unknown_command_is_a_one_line_error(capsys):

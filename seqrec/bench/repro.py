@@ -1,13 +1,13 @@
 """Reproduction harness: run LRURec's paper-protocol cells and compare their test metrics with the paper.
 
-``python -m seqrec repro [--configs lru_ml1m sasrec_ml1m ... | all] [--shared-data DIR] [--resume]
-[--max-time 00:02:00:00] [--hardware LABEL] [--out results/REPRODUCTION.md] [--report-only] [-- extra flags]``
+``seqrec repro [--configs lru_ml1m sasrec_ml1m ... | all] [--shared_data DIR] [--resume]
+[--sitting_time 00:02:00:00] [--hardware LABEL] [--out results/REPRODUCTION.md] [--report_only] [-- extra flags]``
 
 The cells are LRURec's benchmark: LRURec and SASRec on ML-1M, Beauty, Video, Sports, Steam (Table 3, full
 ranking) and XLong (Table 4, 10,000 sampled negatives), Table 3's and Table 4's BERT4Rec, and Table 3's GRU4Rec,
 NARM and FMLP-Rec columns, one shipped config each (``lru_video``, ``sasrec_xlong``, ``bert4rec_ml1m``,
 ``narm_ml1m``, ...). Each config runs in its own process (``python -m seqrec fit``) so wall times are
-clean; ``--max-time`` bounds each sitting (fit's ``--sitting_time``: it stops at an exact resume point and tests
+clean; ``--sitting_time`` bounds each sitting (as fit's ``--sitting_time``: it stops at an exact resume point and tests
 the best checkpoint so far; exit 75) and ``--resume`` (``--ckpt_path last``) continues it later with the same
 metrics as an uninterrupted run (tests/test_fit.py, tests/callbacks/test_signals.py). After every config its result joins the ledger
 ``reproduction.json`` beside ``--out`` (one entry per cell and hardware, labelled with the hardware it ran
@@ -15,7 +15,7 @@ on) and the report is rewritten, so results are written as they finish and resul
 (a GPU) merge with this one's. The report lists every cell with its status: converged (early stopping),
 partial (stopped by a time limit or a signal: resume it), or not yet run with the estimated time to
 converge on this CPU and on one H200 (``estimate_seconds``: the assumptions are in the report).
-``--shared-data`` swaps the raw-data sources for the exact files LRURec trained on where the folder has them
+``--shared_data`` swaps the raw-data sources for the exact files LRURec trained on where the folder has them
 (``lrurec/ml-1m.txt.gz``, ``lrurec/beauty.txt.gz``, ``lrurec/{video,sports,steam}.txt.gz``, ``xlong/``).
 """
 
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from seqrec.atomic import write_json, write_text
+from seqrec.cli import main as cli_main
 from seqrec.data.preprocess import Preprocessing
 
 # Yue et al., "Linear Recurrent Units for Sequential Recommendation" (WSDM 2024): Table 3 (full ranking) and
@@ -79,7 +80,7 @@ DEFAULT_RUN = CELLS[:4]  # what a plain `python -m seqrec repro` runs (the CPU-s
 SOURCE = "Yue et al. 2023 (WSDM 2024), Table 3 (full ranking) and Table 4 (XLong: 10,000 sampled negatives)"
 LEDGER = "reproduction.json"
 
-# The exact files LRURec trained on, in a --shared-data folder. ML-1M and Beauty replace the config's source and
+# The exact files LRURec trained on, in a --shared_data folder. ML-1M and Beauty replace the config's source and
 # filters (SASRec-format text, already filtered); the others only point the config's own source at the copy.
 SHARED_FILES = {"ml1m": ("ml-1m", "lrurec/ml-1m.txt.gz"), "beauty": ("beauty", "lrurec/beauty.txt.gz")}
 SHARED_SAME_SOURCE = {"video": "lrurec/video.txt.gz", "sports": "lrurec/sports.txt.gz", "steam": "lrurec/steam.txt.gz"}
@@ -275,7 +276,7 @@ def shared_data_overrides(config: str, shared: Path) -> list[str]:
     name, relative = SHARED_FILES[dataset]
     path = shared / relative
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: point --shared-data at the folder holding {relative}")
+        raise FileNotFoundError(f"{path} not found: point --shared_data at the folder holding {relative}")
     source = {"class_path": "seqrec.data.sources.sasrec_text.SASRecText", "init_args": {"name": name, "path": str(path)}}
     # every field spelled out: a partial dict would merge into the config's LRURec filters, not replace them
     no_filters = asdict(Preprocessing(sort_by="time"))
@@ -441,20 +442,46 @@ def write_report(out: Path, cells: dict[str, list[dict[str, Any]]], configs: lis
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Parse arguments, run each config (recording it as it finishes), write the report."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--configs", nargs="+", default=DEFAULT_RUN, help=f"cells to run (default {DEFAULT_RUN}; all: every cell)")
-    parser.add_argument("--shared-data", type=Path, default=os.environ.get("SEQREC_SHARED_DATA"),
-                        help="folder with lrurec/*.txt.gz (default: $SEQREC_SHARED_DATA); omit to use the raw sources")
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs/repro"))
-    parser.add_argument("--resume", action="store_true", help="continue each config's last run (--ckpt_path last)")
-    parser.add_argument("--max-time", default=None, help="per-config limit of this sitting, DD:HH:MM:SS (fit's "
-                        "--sitting_time: it stops at an exact resume point, tests the best so far, exits 75); resume later with --resume")
-    parser.add_argument("--hardware", default=None, help="the label of this machine's results (default: detected)")
-    parser.add_argument("--report-only", action="store_true", help="record the configs' latest runs, rewrite the report")
-    parser.add_argument("--out", type=Path, default=Path("results/REPRODUCTION.md"))
-    parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: extra flags for python -m seqrec fit")
-    args = parser.parse_args(argv)
+    """``seqrec repro`` (``seqrec.cli``): run each config (recording it as it finishes), write the report."""
+    cli_main(["repro", *(sys.argv[1:] if argv is None else argv)])
+
+
+def command(
+    configs: list[str] | None = None,
+    shared_data: Path | None = None,
+    runs_dir: Path = Path("runs/repro"),
+    resume: bool = False,
+    sitting_time: str | None = None,
+    hardware: str | None = None,
+    report_only: bool = False,
+    out: Path = Path("results/REPRODUCTION.md"),
+    overrides: list[str] | None = None,
+) -> None:
+    """Paper reproductions (LRURec's Table 3 and 4 cells) in resumable sittings, compared with the paper.
+
+    Each config runs as its own seqrec fit; after each one its result joins the ledger reproduction.json beside
+    --out and the report is rewritten. Exit 75 when a sitting's time ran out (continue with --resume), 130 after a
+    signal, 1 when a config failed.
+
+    Args:
+        configs: cells to run (default: the first four, lru_ml1m sasrec_ml1m lru_beauty sasrec_beauty; all: every
+            cell)
+        shared_data: folder with lrurec/*.txt.gz and xlong/ (default: $SEQREC_SHARED_DATA); without it the configs'
+            own sources
+        runs_dir: where the runs go (runs_dir/<config>/version_N)
+        resume: continue each config's last run (fit's --ckpt_path last)
+        sitting_time: per-config limit of this sitting, DD:HH:MM:SS (fit's --sitting_time: it stops at an exact
+            resume point, tests the best so far, exits 75); resume later with --resume
+        hardware: the label of this machine's results (default: detected)
+        report_only: record the configs' latest runs, rewrite the report
+        out: the report (the ledger reproduction.json goes beside it)
+        overrides: after --: extra flags for seqrec fit
+    """
+    env_data = os.environ.get("SEQREC_SHARED_DATA")
+    args = argparse.Namespace(configs=list(configs or DEFAULT_RUN), runs_dir=Path(runs_dir), resume=resume,
+                              shared_data=shared_data or (Path(env_data) if env_data else None),
+                              max_time=sitting_time, hardware=hardware, report_only=report_only, out=Path(out),
+                              overrides=list(overrides or []))
     configs = CELLS if args.configs == ["all"] else args.configs
     extra_common = [a for a in args.overrides if a != "--"]
     label = args.hardware or hardware(uses_gpu(extra_common))
@@ -487,7 +514,7 @@ def main(argv: list[str] | None = None) -> None:
         write_report(args.out, cells, configs)  # after every cell: partial results are on disk as they finish
     print(write_report(args.out, cells, configs))
     if paused:
-        print(f"repro: {', '.join(paused)} reached the sitting's --max-time with a checkpoint; continue with the same "
+        print(f"repro: {', '.join(paused)} reached the sitting's --sitting_time with a checkpoint; continue with the same "
               "command and --resume", file=sys.stderr)
     if interrupted:
         print(f"repro: {', '.join(interrupted)} stopped by a signal with a checkpoint; continue with the same command "

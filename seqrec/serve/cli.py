@@ -1,4 +1,4 @@
-"""``python -m seqrec serve RUN_DIR [--port 8000] [--store PATH | --redis URL] [--compress METHOD --budget R]``.
+"""``seqrec serve RUN_DIR [--port 8000] [--store PATH | --redis URL] [--compress METHOD --budget R]``.
 
 Loads a trained run (``seqrec.load_run``: its config, data ids and best checkpoint) and serves it over HTTP
 (``seqrec.serve.app``; OpenAPI docs at ``/docs``) with one state per user in a durable store:
@@ -6,13 +6,13 @@ Loads a trained run (``seqrec.load_run``: its config, data ids and best checkpoi
 - ``--store PATH``: the SQLite file (default ``RUN_DIR/serving/state.sqlite``, one per compression setting);
   ``--sync full`` (default: fsync per acknowledged update, survives a power cut) or ``normal`` (survives a
   killed server, not a power cut); ``--redis URL`` instead: a Redis server shared by several workers
-  (``--redis-prefix`` separates models; ``--cache-size 0`` unless each user is routed to one worker);
+  (``--redis_prefix`` separates models; ``--cache_size 0`` unless each user is routed to one worker);
 - ``--compress METHOD --budget R``: wrap a CTR transformer run with a ``seqrec.compress`` method keeping a
   fraction R of each layer's entries (the compression benchmark's methods: uncompressed, prune, tome,
   streaming, h2o, snapkv, ...);
-- ``--reset-store`` discards the stored states (the store must match the model: a store written for another
+- ``--reset_store`` discards the stored states (the store must match the model: a store written for another
   checkpoint or compression is refused with a one-line error, as is a corrupt file);
-- ``--max-body-bytes`` (default 256 KiB) and ``--max-id-length`` (default 512 characters) bound what one request
+- ``--max_body_bytes`` (default 256 KiB) and ``--max_id_length`` (default 512 characters) bound what one request
   may send (``seqrec.serve.limits``): a larger body is a 413, a longer id a 422, both before any lookup.
 
 SIGINT/SIGTERM finish the requests in flight, then flush and close the store (uvicorn then re-raises the signal, so
@@ -22,47 +22,81 @@ shows the traceback).
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Literal
 
+from seqrec.cli import command_parser
+from seqrec.cli import main as cli_main
+from seqrec.errors import one_line
 from seqrec.serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ID_LENGTH, Limits
-from seqrec.serve.store import SYNC_MODES, StoreError, open_store
+from seqrec.serve.store import StoreError, open_store
 
 log = logging.getLogger("seqrec.serve")
 SWITCH_INTERVAL_S = 0.001
 
 
-def parser() -> argparse.ArgumentParser:
-    """The command's options."""
-    p = argparse.ArgumentParser(prog="python -m seqrec serve", description=__doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run", help="run directory (runs/<experiment>/version_N), its experiment folder, or a checkpoint")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--checkpoint", default="best", help="best, last, or a .ckpt path")
-    p.add_argument("--store", default=None, help="SQLite state file (default RUN_DIR/serving/state[-METHOD-BUDGET].sqlite; "
-                                                 ":memory: keeps nothing)")
-    p.add_argument("--sync", choices=SYNC_MODES, default="full", help="SQLite durability per update (default full)")
-    p.add_argument("--redis", default=None, metavar="URL", help="a shared Redis store instead, e.g. redis://127.0.0.1:6379/0")
-    p.add_argument("--redis-prefix", default="seqrec", help="key prefix of this model's states in Redis")
-    p.add_argument("--cache-size", type=int, default=None,
-                   help="users whose decoded state stays in memory (default 100000; 0 with --redis)")
-    p.add_argument("--compress", default=None, metavar="METHOD", help="serve a CTR transformer through a seqrec.compress method")
-    p.add_argument("--budget", type=float, default=1.0, help="fraction of entries kept per layer with --compress (default 1.0)")
-    p.add_argument("--reset-store", action="store_true", help="discard the stored states first")
-    p.add_argument("--no-check", action="store_true", help="skip SQLite's quick_check when opening the store")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per request (default 1: requests run in parallel)")
-    p.add_argument("--request-threads", type=int, default=None, help="requests served at once (default: anyio's 40)")
-    p.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
-                   help=f"largest request body (default {DEFAULT_MAX_BODY_BYTES:,}: 256 KiB); larger is HTTP 413")
-    p.add_argument("--max-id-length", type=int, default=DEFAULT_MAX_ID_LENGTH,
-                   help=f"longest user or item id in characters (default {DEFAULT_MAX_ID_LENGTH}); longer is HTTP 422")
-    p.add_argument("--log-level", default="info")
-    return p
+def command(
+    run: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    ckpt_path: str = "best",
+    store: str | None = None,
+    sync: Literal["full", "normal"] = "full",
+    redis: str | None = None,
+    redis_prefix: str = "seqrec",
+    cache_size: int | None = None,
+    compress: str | None = None,
+    budget: float = 1.0,
+    reset_store: bool = False,
+    no_check: bool = False,
+    device: str = "cpu",
+    threads: int = 1,
+    request_threads: int | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_id_length: int = DEFAULT_MAX_ID_LENGTH,
+    log_level: str = "info",
+) -> None:
+    """Serve a trained run over HTTP (OpenAPI docs at /docs), one durable state per user, until SIGINT/SIGTERM.
+
+    A bad run, store or option is one line, exit 2; SIGINT/SIGTERM finish the requests in flight, then flush and
+    close the store.
+
+    Args:
+        run: run directory (runs/<experiment>/version_N), its experiment folder, or a checkpoint
+        host: address to listen on
+        port: port to listen on
+        ckpt_path: best, last, or a .ckpt path
+        store: SQLite state file (default RUN_DIR/serving/state[-METHOD-BUDGET].sqlite; :memory: keeps nothing)
+        sync: SQLite durability per update: full (fsync, survives a power cut) or normal (survives a killed server)
+        redis: a shared Redis store instead, e.g. redis://127.0.0.1:6379/0
+        redis_prefix: key prefix of this model's states in Redis
+        cache_size: users whose decoded state stays in memory (default 100000; 0 with --redis)
+        compress: serve a CTR transformer through this seqrec.compress method (prune, tome, snapkv, ...)
+        budget: fraction of entries kept per layer with --compress
+        reset_store: discard the stored states first
+        no_check: skip SQLite's quick_check when opening the store
+        device: cpu, cuda or auto
+        threads: torch threads per request (1: requests run in parallel)
+        request_threads: requests served at once (default: anyio's 40)
+        max_body_bytes: largest request body (256 KiB); larger is HTTP 413
+        max_id_length: longest user or item id in characters; longer is HTTP 422
+        log_level: uvicorn's log level (debug, info, warning, error)
+    """
+    args = SimpleNamespace(
+        run=run, host=host, port=port, ckpt_path=ckpt_path, store=store, sync=sync, redis=redis,
+        redis_prefix=redis_prefix, cache_size=cache_size, compress=compress, budget=budget, reset_store=reset_store,
+        no_check=no_check, device=device, threads=threads, request_threads=request_threads,
+        max_body_bytes=max_body_bytes, max_id_length=max_id_length, log_level=log_level,
+    )
+    serve(args)
+
+
+def parser() -> Any:  # noqa: ANN401 (a jsonargparse parser)
+    """The command's parser (``seqrec.cli.command_parser`` of ``command``): ``parse_args`` gives ``build_serving``'s input."""
+    return command_parser("serve", command)
 
 
 def default_store_path(run_dir: Path, compress: str | None, budget: float) -> Path:
@@ -85,13 +119,13 @@ def reset_store(store_path: Path | None, redis_url: str | None, prefix: str) -> 
             Path(f"{store_path}{suffix}").unlink(missing_ok=True)
 
 
-def build_serving(args: argparse.Namespace):  # noqa: ANN201 (Serving; imported lazily)
+def build_serving(args: Any):  # noqa: ANN201 (Serving; imported lazily)
     """Load the run and open the store -> a ``Serving``."""
     import seqrec
     from seqrec.serve.service import Serving
 
     Limits(args.max_body_bytes, args.max_id_length)  # bad bounds fail before the run is loaded
-    run = seqrec.load_run(args.run, checkpoint=args.checkpoint, device=args.device, threads=args.threads)
+    run = seqrec.load_run(args.run, checkpoint=args.ckpt_path, device=args.device, threads=args.threads)
     store_path = None
     if not args.redis:
         store_path = Path(args.store) if args.store else default_store_path(run.run_dir, args.compress, args.budget)
@@ -107,24 +141,19 @@ def build_serving(args: argparse.Namespace):  # noqa: ANN201 (Serving; imported 
         raise
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Serve until SIGINT/SIGTERM; one-line errors (exit 2) for a missing run, a bad or foreign store."""
-    args = parser().parse_args(argv)
+def serve(args: Any) -> None:  # noqa: ANN401 (command's options, by name)
+    """Serve until SIGINT/SIGTERM; a missing run or a bad or foreign store is one line, exit 2."""
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
         import uvicorn
 
         from seqrec.serve.app import create_app
     except ImportError as error:
-        print(f"error: serving needs its extra ({error}); pip install 'seqrec[serve]'", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise ValueError(f"serving needs its extra ({error}); pip install 'seqrec[serve]'") from None
     try:
         serving = build_serving(args)
     except (StoreError, OSError, ValueError, TypeError) as error:  # a bad store, run, checkpoint or option: one line
-        if os.environ.get("SEQREC_DEBUG", "").strip().lower() not in ("", "0", "false"):
-            raise
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise ValueError(one_line(error)) from error
     info = serving.description
     print(f"serving {info.get('model')} ({info.get('adapter')} state, {serving.store.backend} store "
           f"{serving.store.location}) on http://{args.host}:{args.port} (OpenAPI docs: /docs)", flush=True)
@@ -135,6 +164,11 @@ def main(argv: list[str] | None = None) -> None:
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level.lower(),
                             timeout_graceful_shutdown=30, access_log=False)
     uvicorn.Server(config).run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``seqrec serve`` (``seqrec.cli``): parse, then serve until SIGINT/SIGTERM; failures are one line."""
+    cli_main(["serve", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

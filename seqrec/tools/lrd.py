@@ -1,8 +1,8 @@
 """Model-free estimate of long-range dependence (LRD) in symbol sequences, and the EvoRNN schedule it implies.
 
-``python -m seqrec.tools.lrd --config evornn_ml100k.yaml``  (any fit config: its data section is built and
+``seqrec lrd --config evornn_ml100k.yaml``  (any fit config: its data section is built and
 only its **training** part is measured, so a temporal split's future never informs the schedule)
-``python -m seqrec lrd --text news.en.heldout-00000-of-00050.gz``  (tokenised text)
+``seqrec lrd --text news.en.heldout-00000-of-00050.gz``  (tokenised text)
 
 Following Belletti, Chen & Chi (KDD 2019), a sequence of symbols x_t from a large vocabulary is seen as the
 series of one-hot vectors e_{x_t}; its autocovariance is the trace of the lag-τ covariance matrix::
@@ -23,7 +23,7 @@ Choices (the paper's exact estimator is not public; each is an option):
 - centering: "global" (Σ_s p_s² from the pooled marginal: dependence includes persistent differences
   between users, which an RNN state does exploit) or "sequence" (each sequence's own marginal; this
   removes user-level persistence and is biased down by O(1/length)).
-- a cap on the events read (``--max-events``, default 5M, whole sequences in order) keeps LM1B-scale input fast.
+- a cap on the events read (``--max_events``, default 5M, whole sequences in order) keeps LM1B-scale input fast.
 The resulting d feeds ``seqrec.models.next_item.evornn.power_law_schedule``; the tool prints the schedule and the
 config flags that select it.
 """
@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+
+from seqrec.cli import main as cli_main
 
 log = logging.getLogger("seqrec.tools.lrd")
 
@@ -288,35 +290,80 @@ def format_report(estimate: LRDEstimate, description: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> LRDEstimate:
-    """CLI entry point (module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m seqrec.tools.lrd", description=__doc__.split("\n")[0])
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--config", help="a fit config (path or shipped name); its data section is measured")
-    source.add_argument("--text", type=Path, help="tokenised text, one sentence per line (.gz allowed)")
-    parser.add_argument("--symbols", choices=["popularity", "item"], default="popularity", help="item-data symbols")
-    parser.add_argument("--buckets", type=int, default=10, help="popularity buckets (equal event mass)")
-    parser.add_argument("--unit", choices=["line", "block"], default="block", help="--text: sequences are lines or blocks")
-    parser.add_argument("--block", type=int, default=128, help="--text: block length in words")
-    parser.add_argument("--min-lag", type=int, default=1)
-    parser.add_argument("--max-lag", type=int, default=None, help="largest lag (default: the model's max_len, or 100)")
-    parser.add_argument("--num-lags", type=int, default=24, help="log-spaced lags between min and max")
-    parser.add_argument("--center", choices=["global", "sequence"], default="global")
-    parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap draws over sequences (0: none)")
-    parser.add_argument("--max-events", type=int, default=5_000_000, help="read whole sequences up to this many events")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-len", type=int, default=None, help="schedule: window length (default: the config's)")
-    parser.add_argument("--d-model", type=int, default=None, help="schedule: input width d (default: config or 64)")
-    parser.add_argument("--max-hidden", type=int, default=None, help="schedule: newest hidden size (config or 64)")
-    parser.add_argument("--min-hidden", type=int, default=None)
-    parser.add_argument("--cost-ratio", type=float, default=None)
-    parser.add_argument("--size-multiple", type=int, default=None)
-    parser.add_argument("--scale", type=float, default=None, help="schedule: τ_0 where the decay starts")
-    parser.add_argument("--json", type=Path, default=None, help="also write the estimate and schedule here")
-    args, overrides = parser.parse_known_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if overrides and args.config is None:
-        parser.error(f"unrecognised arguments {overrides} (--data.… overrides need --config)")
+    """``seqrec lrd`` (``seqrec.cli``): measure, print the report and the schedule; return the estimate."""
+    return cli_main(["lrd", *(sys.argv[1:] if argv is None else argv)])
 
+
+def command(
+    config: str | None = None,
+    text: Path | None = None,
+    symbols: Literal["popularity", "item"] = "popularity",
+    buckets: int = 10,
+    unit: Literal["line", "block"] = "block",
+    block: int = 128,
+    min_lag: int = 1,
+    max_lag: int | None = None,
+    num_lags: int = 24,
+    center: Literal["global", "sequence"] = "global",
+    bootstrap: int = 200,
+    max_events: int = 5_000_000,
+    seed: int = 0,
+    max_len: int | None = None,
+    d_model: int | None = None,
+    max_hidden: int | None = None,
+    min_hidden: int | None = None,
+    cost_ratio: float | None = None,
+    size_multiple: int | None = None,
+    scale: float | None = None,
+    json: Path | None = None,
+    overrides: list[str] | None = None,
+) -> LRDEstimate:
+    """Long-range dependence of a dataset (or of text): the exponent d of γ(τ) ∝ τ^(2d−1), and EvoRNN's schedule.
+
+    γ(τ) = P(x_t = x_{t+τ}) − Σ_s p_s² over lags τ; d = (slope of log γ on log τ + 1) / 2, its uncertainty from a
+    bootstrap over sequences. With --config only the training part of the data is measured; other --data.… flags
+    override the config.
+
+    Args:
+        config: a fit config (path or shipped name); its data section is measured (give this or --text)
+        text: tokenised text, one sentence per line (.gz allowed)
+        symbols: item-data symbols: popularity (the item's popularity bucket) or item (the id itself)
+        buckets: popularity buckets (equal event mass)
+        unit: --text: sequences are lines or blocks
+        block: --text: block length in words
+        min_lag: smallest lag
+        max_lag: largest lag (default: the model's max_len, or 100)
+        num_lags: log-spaced lags between min and max
+        center: global (the pooled marginal) or sequence (each sequence's own marginal)
+        bootstrap: bootstrap draws over sequences (0: none)
+        max_events: read whole sequences up to this many events
+        seed: seed of the bootstrap
+        max_len: schedule: window length (default: the config's)
+        d_model: schedule: input width d (default: config or 64)
+        max_hidden: schedule: newest hidden size (config or 64)
+        min_hidden: schedule: smallest hidden size (config or 8)
+        cost_ratio: schedule: cost ratio between segments (config or 2.0)
+        size_multiple: schedule: hidden sizes are multiples of this (config or 8)
+        scale: schedule: τ_0 where the decay starts (config or 1.0)
+        json: also write the estimate and schedule here
+        overrides: the config's flags (--data.… value), with --config only
+    """
+    if (config is None) == (text is None):
+        raise ValueError("give one of --config (a fit config) or --text (a text file)")
+    overrides = list(overrides or [])
+    if overrides and config is None:
+        raise ValueError(f"unrecognised arguments {overrides} (--data.… overrides need --config)")
+    args = argparse.Namespace(config=config, text=text, symbols=symbols, buckets=buckets, unit=unit, block=block,
+                              min_lag=min_lag, max_lag=max_lag, num_lags=num_lags, center=center, bootstrap=bootstrap,
+                              max_events=max_events, seed=seed, max_len=max_len, d_model=d_model,
+                              max_hidden=max_hidden, min_hidden=min_hidden, cost_ratio=cost_ratio,
+                              size_multiple=size_multiple, scale=scale, json=json)
+    return measure(args, overrides)
+
+
+def measure(args: argparse.Namespace, overrides: list[str]) -> LRDEstimate:
+    """Estimate d on the chosen sequences, print the report and the schedule it implies (``command``'s options)."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     model: dict = {}
     data_max_len = None
     if args.config is not None:
@@ -328,7 +375,7 @@ def main(argv: list[str] | None = None) -> LRDEstimate:
         description = f"{args.text}, {'lines' if args.unit == 'line' else f'blocks of {args.block} words'}"
     keep = cap_sequences(indptr, args.max_events)
     if keep < len(indptr) - 1:
-        description += f", first {keep:,} sequences (--max-events {args.max_events:,})"
+        description += f", first {keep:,} sequences (--max_events {args.max_events:,})"
         indptr = indptr[: keep + 1]
         symbols = symbols[: indptr[-1]]
     max_len = args.max_len or data_max_len or 100

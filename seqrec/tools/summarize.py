@@ -1,7 +1,7 @@
 """Turn a run directory into a learning-curve PNG and a markdown summary, for people who never open wandb.
 
-    python -m seqrec.tools.summarize runs/sasrec_ml100k/version_0 [more run dirs] [--out DIR]
-    python -m seqrec.tools.summarize runs/sasrec_ml100k          # the newest version_N inside
+    seqrec summarize runs/sasrec_ml100k/version_0 [more run dirs] [--out DIR]
+    seqrec summarize runs/sasrec_ml100k          # the newest version_N inside
 
 Reads what every run directory holds (metrics.csv from the CSV logger, config.yaml from the CLI,
 test_metrics.json from ``seqrec.fit``) and writes next to them (or into ``--out``):
@@ -14,24 +14,33 @@ test_metrics.json from ``seqrec.fit``) and writes next to them (or into ``--out`
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from seqrec.cli import main as cli_main
 from seqrec.loggers.report import write_report
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point; prints the files written."""
-    parser = argparse.ArgumentParser(prog="python -m seqrec.tools.summarize", description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", help="run directories (runs/<name>/version_N) or experiment folders (runs/<name>)")
-    parser.add_argument("--out", default=None, help="write here instead of into each run directory (one run only)")
-    args = parser.parse_args(argv)
-    if args.out is not None and len(args.runs) > 1:
-        parser.error("--out takes one run directory")
+    """``seqrec summarize`` (``seqrec.cli``); returns the exit status."""
+    return cli_main(["summarize", *(sys.argv[1:] if argv is None else argv)])
+
+
+def command(runs: list[str], out: str | None = None) -> int:
+    """Rebuild a run's report: learning_curve.png, metrics_at_k.csv and summary.md beside its metrics.
+
+    Reads metrics.csv, config.yaml and test_metrics.json of each run; a run that cannot be read is one line, and
+    the exit status (returned) is 1 after the others are written.
+
+    Args:
+        runs: run directories (runs/<name>/version_N) or experiment folders (runs/<name>: the newest version)
+        out: write here instead of into each run directory (one run only)
+    """
+    if out is not None and len(runs) > 1:
+        raise ValueError("--out takes one run directory")
     status = 0
-    for run in args.runs:
+    for run in runs:
         try:
-            written = write_report(run, args.out)
+            written = write_report(run, out)
         except FileNotFoundError as error:
             print(f"error: {error}", file=sys.stderr)
             status = 1

@@ -106,8 +106,8 @@ def test_main_records_each_cell_as_it_finishes_and_labels_the_hardware(tmp_path,
 
     monkeypatch.setattr(repro, "run_config", fake_run)
     with pytest.raises(SystemExit):
-        repro.main(["--configs", "lru_ml1m", "sasrec_ml1m", "lru_video", "--runs-dir", str(runs), "--out", str(out),
-                    "--hardware", "TEST-GPU", "--max-time", "00:00:05:00", "--", "--trainer.accelerator", "gpu"])
+        repro.main(["--configs", "lru_ml1m", "sasrec_ml1m", "lru_video", "--runs_dir", str(runs), "--out", str(out),
+                    "--hardware", "TEST-GPU", "--sitting_time", "00:00:05:00", "--", "--trainer.accelerator", "gpu"])
     assert [c for c, _ in calls] == ["lru_ml1m", "sasrec_ml1m", "lru_video"]
     assert calls[0][1][-4:] == ["--trainer.accelerator", "gpu", "--sitting_time", "00:00:05:00"]
     cells = read_ledger(out.parent / "reproduction.json")
@@ -122,9 +122,9 @@ def test_main_records_each_cell_as_it_finishes_and_labels_the_hardware(tmp_path,
 def test_report_only_records_runs_it_has_not_seen(tmp_path):
     runs, out = tmp_path / "runs", tmp_path / "REPRODUCTION.md"
     write_run(runs, "lru_beauty")
-    repro.main(["--configs", "lru_beauty", "--runs-dir", str(runs), "--out", str(out), "--report-only",
+    repro.main(["--configs", "lru_beauty", "--runs_dir", str(runs), "--out", str(out), "--report_only",
                 "--hardware", "here"])
-    repro.main(["--configs", "lru_beauty", "--runs-dir", str(runs), "--out", str(out), "--report-only",
+    repro.main(["--configs", "lru_beauty", "--runs_dir", str(runs), "--out", str(out), "--report_only",
                 "--hardware", "elsewhere"])  # already recorded: not recorded again under another label
     cells = read_ledger(tmp_path / "reproduction.json")
     assert [e["hardware"] for e in cells["lru_beauty"]] == ["here"]
@@ -157,8 +157,8 @@ def test_shared_data_overrides_parse(tmp_path):
     assert xlong.data.init_args.source.init_args.root == str(tmp_path / "xlong")
 
 
-def test_max_time_is_fits_sitting_time_and_a_paused_cell_says_resume(tmp_path, monkeypatch, capsys):
-    """--max-time bounds each sitting with fit's --sitting_time (an exact resume point; exit 75 when it ran out)."""
+def test_sitting_time_is_fits_sitting_time_and_a_paused_cell_says_resume(tmp_path, monkeypatch, capsys):
+    """--sitting_time bounds each sitting with fit's --sitting_time (an exact resume point; exit 75 when it ran out)."""
     runs = tmp_path / "runs"
     calls = []
 
@@ -169,12 +169,12 @@ def test_max_time_is_fits_sitting_time_and_a_paused_cell_says_resume(tmp_path, m
 
     monkeypatch.setattr(repro, "run_config", paused)
     with pytest.raises(SystemExit) as exit_info:
-        repro.main(["--configs", "lru_ml1m", "--runs-dir", str(runs), "--out", str(tmp_path / "R.md"), "--resume",
-                    "--max-time", "00:00:25:00", "--hardware", "TEST"])
+        repro.main(["--configs", "lru_ml1m", "--runs_dir", str(runs), "--out", str(tmp_path / "R.md"), "--resume",
+                    "--sitting_time", "00:00:25:00", "--hardware", "TEST"])
     assert exit_info.value.code == 75
     [(extra, resume)] = calls
     assert extra[-2:] == ["--sitting_time", "00:00:25:00"] and resume
-    assert "lru_ml1m reached the sitting's --max-time with a checkpoint; continue with the same command and --resume" \
+    assert "lru_ml1m reached the sitting's --sitting_time with a checkpoint; continue with the same command and --resume" \
         in capsys.readouterr().err
     assert "| lru_ml1m | partial (sitting_time_limit) | TEST |" in (tmp_path / "R.md").read_text()
 

@@ -29,7 +29,7 @@ class ServerProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = [sys.executable, "-m", "seqrec", "serve", str(run), "--port", str(self.port), "--threads", "1",
-                        "--log-level", "warning", *args]
+                        "--log_level", "warning", *args]
         self.env = {**os.environ, "PYTHONPATH": str(ROOT)}
         if cache is not None:
             self.env["SEQREC_CACHE"] = str(cache)

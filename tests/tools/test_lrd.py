@@ -80,7 +80,7 @@ def test_cli_measures_only_the_training_part_and_prints_the_schedule(tmp_path, c
     estimate = main([
         "--config", "evornn_ml100k.yaml", "--data.init_args.source.init_args.root", str(root),
         "--data.init_args.temporal.test_days", "2", "--data.init_args.temporal.valid_days", "1",
-        "--max-lag", "12", "--bootstrap", "20", "--json", str(out),
+        "--max_lag", "12", "--bootstrap", "20", "--json", str(out),
     ])
     printed = capsys.readouterr().out
     assert "d = " in printed and "lrd_d" in printed and "power-law schedule" in printed
@@ -102,6 +102,6 @@ def test_cli_on_text(tmp_path, capsys):
     lines = [" ".join(rng.choice(words[: 5 + (n % 20)], size=20)) for n in range(200)]
     path = tmp_path / "text.txt"
     path.write_text("\n".join(lines) + "\n")
-    estimate = main(["--text", str(path), "--unit", "line", "--max-lag", "10", "--bootstrap", "0"])
+    estimate = main(["--text", str(path), "--unit", "line", "--max_lag", "10", "--bootstrap", "0"])
     assert estimate.sequences == 200 and estimate.events == 4000
     assert "γ(τ)" in capsys.readouterr().out
