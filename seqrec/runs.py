@@ -198,7 +198,7 @@ def best_checkpoint(run_dir: Path) -> Path | None:
              and origin.run_dir.resolve() != run_dir.resolve() else "")
     raise FileNotFoundError(
         f"run {run_dir}: its best checkpoint {recorded} (fit_summary.json) is not inside this run ({candidates[0]} "
-        f"is missing{moved}); copy the checkpoint into {folder}, or pass --checkpoint last"
+        f"is missing{moved}); copy the checkpoint into {folder}, or pass --ckpt_path last"
     )
 
 
@@ -209,7 +209,7 @@ def resolve_checkpoint(run_dir: Path, choice: str | Path = "best") -> Path:
     if str(choice) not in ("best", "last"):
         chosen = Path(choice).expanduser()
         if not chosen.is_file():
-            raise FileNotFoundError(f"--checkpoint {chosen}: no such file; pass best, last or a .ckpt file")
+            raise FileNotFoundError(f"--ckpt_path {chosen}: no such file; pass best, last or a .ckpt file")
         return chosen
     if choice == "best":
         best = best_checkpoint(run_dir)
@@ -221,13 +221,13 @@ def resolve_checkpoint(run_dir: Path, choice: str | Path = "best") -> Path:
 
 
 def checkpoint_fix(run_dir: Path, broken: Path) -> str:
-    """What to pass instead of an unusable checkpoint: ``--checkpoint last`` or another usable one of the run."""
+    """What to pass instead of an unusable checkpoint: ``--ckpt_path last`` or another usable one of the run."""
     folder = run_dir / CHECKPOINTS
     others = sorted((p for p in folder.glob("*.ckpt") if p.resolve() != broken.resolve()),
                     key=lambda p: (p.name != LAST, -p.stat().st_mtime))
     for other in others:
         if checkpoint_problem(other) is None:
-            return "pass --checkpoint last" if other.name == LAST else f"pass --checkpoint {other}"
+            return "pass --ckpt_path last" if other.name == LAST else f"pass --ckpt_path {other}"
     return f"no other usable checkpoint is in {folder}: train the run again (python -m seqrec fit ...)"
 
 

@@ -97,8 +97,8 @@ def test_a_run_without_its_best_checkpoint_names_both_places_and_loads_no_other(
     assert code == 2 and len(errors) == 1, errors
     assert f"run {copy}: its best checkpoint runs/lru_interactions/version_0/checkpoints/{name}" in errors[0]
     assert f"{copy / 'checkpoints' / name} is missing; the run was trained at {a}" in errors[0]
-    assert errors[0].endswith("or pass --checkpoint last")
-    assert predict(copy, tmp_path / "out.csv", capsys, "--checkpoint", "last") == (0, [])
+    assert errors[0].endswith("or pass --ckpt_path last")
+    assert predict(copy, tmp_path / "out.csv", capsys, "--ckpt_path", "last") == (0, [])
 
 
 def test_a_run_moved_alone_reads_its_data_where_it_was(projects, cache, tmp_path, monkeypatch, capsys):

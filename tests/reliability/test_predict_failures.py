@@ -1,5 +1,5 @@
 """``predict`` (and ``load_run``, ``serve``) fail in one line, exit 2, naming the file and the fix: a corrupt best
-checkpoint, a ``--checkpoint`` that is no checkpoint or another model's, an ``--out`` that cannot be written."""
+checkpoint, a ``--ckpt_path`` that is no checkpoint or another model's, an ``--out`` that cannot be written."""
 
 from __future__ import annotations
 
@@ -65,22 +65,22 @@ def test_a_corrupt_best_checkpoint_names_it_and_checkpoint_last(run, capsys, dam
         del data[len(data) // 2:]
     best.write_bytes(bytes(data))
     line = one_line(*predict(run, capsys, "--out", str(run / "top.csv")))
-    assert line.startswith(f"error: checkpoint {best} cannot be used (") and line.endswith("; pass --checkpoint last")
-    assert predict(run, capsys, "--out", str(run / "top.csv"), "--checkpoint", "last")[0] == 0
+    assert line.startswith(f"error: checkpoint {best} cannot be used (") and line.endswith("; pass --ckpt_path last")
+    assert predict(run, capsys, "--out", str(run / "top.csv"), "--ckpt_path", "last")[0] == 0
 
 
 def test_a_checkpoint_option_that_is_no_checkpoint_is_one_line(run, capsys):
     not_one = run / "config.yaml"
-    line = one_line(*predict(run, capsys, "--checkpoint", str(not_one), "--out", str(run / "top.csv")))
+    line = one_line(*predict(run, capsys, "--ckpt_path", str(not_one), "--out", str(run / "top.csv")))
     assert line == (f"error: checkpoint {not_one} cannot be used (truncated or not a checkpoint: File is not a zip "
-                    "file); pass --checkpoint last")
+                    "file); pass --ckpt_path last")
 
 
 def test_another_models_checkpoint_is_one_line(runs, run, capsys):
     foreign = runs["sasrec"] / "checkpoints" / "last.ckpt"
-    line = one_line(*predict(run, capsys, "--checkpoint", str(foreign), "--out", str(run / "top.csv")))
+    line = one_line(*predict(run, capsys, "--ckpt_path", str(foreign), "--out", str(run / "top.csv")))
     assert line.startswith(f"error: checkpoint {foreign} does not fit this run's model (")
-    assert line.endswith("it is another run's or another config's; pass --checkpoint last")
+    assert line.endswith("it is another run's or another config's; pass --ckpt_path last")
 
 
 def test_an_output_in_a_folder_that_cannot_exist_is_one_line(run, capsys):

@@ -125,7 +125,7 @@ def test_offline_cache_copy_is_used_without_the_network(tmp_path: Path, monkeypa
 
 @pytest.mark.parametrize("name", ["video", "sports", "steam"])
 def test_shared_copy_is_the_published_file(shared_data: Path, tmp_path: Path, name: str) -> None:
-    """A copy under $SEQREC_SHARED_DATA/lrurec/<name>.txt.gz (what `repro --shared-data` reads) is LRURec's file."""
+    """A copy under $SEQREC_SHARED_DATA/lrurec/<name>.txt.gz (what `repro --shared_data` reads) is LRURec's file."""
     path = shared_data / "lrurec" / f"{name}.txt.gz"
     if not path.is_file():
         pytest.skip(f"{path} not present under SEQREC_SHARED_DATA")
