@@ -17,8 +17,8 @@ httpx = pytest.importorskip("httpx", reason="the serve extra is not installed (p
 from fastapi.testclient import TestClient  # noqa: E402
 
 import seqrec  # noqa: E402
-from seqrec.serve.app import create_app  # noqa: E402
 from seqrec.data.item_map import ItemMap  # noqa: E402
+from seqrec.serve.app import create_app  # noqa: E402
 from seqrec.serve.service import Serving  # noqa: E402
 from seqrec.serve.store import MemoryStore  # noqa: E402
 from tests.serve.server import free_port  # noqa: E402
