@@ -11,8 +11,8 @@
     run.topk(state, k=10)                                            # [[(item, score), ...]]
 
 The ranking is the evaluation's (``NextItemTask.ranks``): the model's hidden state at the newest of the last
-``max_len`` events, scores against the whole catalogue in item chunks (``catalogue_topk``: a running top-k,
-never a users x items matrix), items in the history masked when asked, item 0 (padding) never. Ties: an
+``max_len`` events, scores against the whole catalogue in item chunks (``seqrec.tasks.catalogue_topk``: a running
+top-k, never a users x items matrix), items in the history masked when asked, item 0 (padding) never. Ties: an
 item's ``rank`` is 1 + the number of items scored strictly higher (how the metrics count a target's rank), and
 ``ties="all"`` keeps every item whose rank is <= k, so a list can exceed k only where items tie with the k-th.
 ``python -m seqrec predict`` (``seqrec/predict.py``) writes the same lists for many users to a file.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,195 +33,27 @@ import yaml
 from torch import Tensor
 
 from seqrec.callbacks.checkpoint_io import CheckpointError
+from seqrec.data.item_map import ItemMap
 from seqrec.data.sequences import RawIdIndex, Sequences
 from seqrec.datamodules.base import RecommendationData
-from seqrec.models.base import RecurrentRecommender, RecurrentState, SequenceRecommender
+from seqrec.models.base import RecurrentState, SequenceRecommender
 from seqrec.runs import check_run_checkpoint, checkpoint_fix, data_overrides, find_run_dir, resolve_checkpoint
+from seqrec.session import RecurrentSession
 from seqrec.tasks.base import RanksTargets
+from seqrec.tasks.catalogue_topk import Ties, TopK, catalogue_topk
 
 log = logging.getLogger("seqrec.api")
 
-Ties = Literal["all", "cut"]
 Exclude = Literal["window", "all", "none"]
-ITEM_CHUNK_ELEMENTS = 1 << 24  # scores held at once: users x item chunk <= 16M (64 MB in float32)
+# the inference precision rule: a run is served under the precision it was evaluated under (``trainer.precision``)
+AUTOCAST_DTYPES = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "16-mixed": torch.float16, "16": torch.float16}
+WEIGHT_DTYPES = {"bf16-true": torch.bfloat16, "16-true": torch.float16, "64-true": torch.float64, "64": torch.float64}
 
 
 def _precision_of(config_path: Path) -> str:
     """The trainer precision a run was evaluated under ("32-true" when unset)."""
     document = yaml.safe_load(config_path.read_text()) or {}
     return str((document.get("trainer") or {}).get("precision") or "32-true")
-
-
-# --- the exact ranking, in chunks ---------------------------------------------------------------------
-@dataclass
-class TopK:
-    """Per query, the best items in order (score desc, then item id asc); padded with ``valid`` False.
-
-    ``ranks`` = 1 + the number of allowed items scored strictly higher (a tie shares the rank, as the
-    metrics count a target's rank).
-    """
-
-    items: Tensor  # (B, M) long, 0 where not valid
-    scores: Tensor  # (B, M) the model's score dtype (float32 for half precision)
-    ranks: Tensor  # (B, M) long
-    valid: Tensor  # (B, M) bool
-
-
-def _order(scores: Tensor, items: Tensor) -> tuple[Tensor, Tensor]:
-    """Rows sorted by (score desc, item asc): a stable sort by item, then a stable sort by score."""
-    by_item = torch.sort(items, dim=1, stable=True).indices
-    scores, items = scores.gather(1, by_item), items.gather(1, by_item)
-    by_score = torch.sort(scores, dim=1, descending=True, stable=True).indices
-    return scores.gather(1, by_score), items.gather(1, by_score)
-
-
-def _rows_of(spans: tuple[Tensor, Tensor] | None, start: int, stop: int) -> tuple[Tensor, Tensor] | None:
-    """The (row, column - start) pairs of a COO list ``spans = (rows, items)`` that fall in ``[start, stop)``."""
-    if spans is None:
-        return None
-    rows, items = spans
-    inside = (items >= start) & (items < stop)
-    return rows[inside], items[inside] - start
-
-
-def masked_chunk(
-    model: SequenceRecommender,
-    hidden: Tensor,
-    start: int,
-    stop: int,
-    exclude: tuple[Tensor, Tensor] | None,
-    allowed: Tensor | None,
-    allowed_pairs: tuple[Tensor, Tensor] | None,
-) -> Tensor:
-    """Scores of items ``start..stop-1`` (B, C), -inf at padding, excluded and not-allowed items."""
-    scores = model.score_chunk(hidden, start, stop)  # (B, C), a fresh tensor (the contract): masked in place
-    if start == 0:
-        scores[:, 0] = -math.inf
-    hit = _rows_of(exclude, start, stop)
-    if hit is not None:
-        scores[hit[0], hit[1]] = -math.inf
-    if allowed is not None:
-        scores[:, ~allowed[start:stop]] = -math.inf
-    pairs = _rows_of(allowed_pairs, start, stop)
-    if pairs is not None:
-        keep = torch.zeros_like(scores, dtype=torch.bool)
-        keep[pairs[0], pairs[1]] = True
-        scores = scores.masked_fill(~keep, -math.inf)
-    return scores
-
-
-def _comparable(scores: Tensor) -> Tensor:
-    """Scores in a dtype that sorts exactly: half precision widened to float32 (order kept), float32/64 as they are
-    (the evaluation compares float64 scores, e.g. the popularity model's tie-break, without rounding them)."""
-    return scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
-
-
-def catalogue_topk(
-    model: SequenceRecommender,
-    hidden: Tensor,
-    k: int,
-    exclude: tuple[Tensor, Tensor] | None = None,
-    allowed: Tensor | None = None,
-    allowed_pairs: tuple[Tensor, Tensor] | None = None,
-    chunk_size: int = 65536,
-    ties: Ties = "all",
-) -> TopK:
-    """The best ``k`` items for each hidden state (B, d) in one chunked pass over the catalogue.
-
-    exclude: ``(rows, items)`` pairs never recommended (the history); allowed: an (N + 1,) bool mask of the
-    items that may be; allowed_pairs: ``(rows, items)`` per-row candidates (everything else is excluded).
-    Scores are ``model.score_chunk`` as in the evaluation's ``catalogue_scan``; memory is O(B · chunk_size).
-    A running top-(k+1) per row, merged chunk by chunk in the order (score desc, item asc); a chunk whose
-    k-th score ties with an item left out is re-sorted stably, so ties go to the lower item id exactly.
-    ``ties="all"`` then adds every item tying with the k-th score (a second pass, only for such rows).
-    """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    batch, num_rows = hidden.shape[0], model.num_items + 1
-    keep = k + 1 if ties == "all" else k
-    chunk = max(1, min(chunk_size, ITEM_CHUNK_ELEMENTS // max(batch, 1)))
-    best_s: Tensor | None = None
-    best_i = torch.zeros((batch, 0), dtype=torch.long, device=hidden.device)
-    for start in range(0, num_rows, chunk):
-        stop = min(start + chunk, num_rows)
-        scores = _comparable(masked_chunk(model, hidden, start, stop, exclude, allowed, allowed_pairs))  # (B, C)
-        if best_s is None:
-            best_s = torch.full((batch, 0), -math.inf, dtype=scores.dtype, device=hidden.device)
-        m = min(keep, stop - start)
-        values, index = scores.topk(min(m + 1, stop - start), dim=1)  # (B, m + 1), sorted: one more to see ties
-        overflow = torch.zeros(len(values), dtype=torch.bool, device=values.device)
-        if values.shape[1] > m:  # the (m+1)-th equal to the m-th: topk may have left out a lower id of that score
-            overflow = (values[:, m] == values[:, m - 1]) & torch.isfinite(values[:, m - 1])
-        values, index = values[:, :m], index[:, :m]
-        if bool(overflow.any()):  # take the lowest ids of the tied score exactly: a stable sort of those rows
-            rows = overflow.nonzero().squeeze(1)
-            sorted_values, sorted_index = torch.sort(scores[rows], dim=1, descending=True, stable=True)
-            values[rows], index[rows] = sorted_values[:, :m], sorted_index[:, :m]
-        best_s, best_i = _order(torch.cat([best_s, values], 1), torch.cat([best_i, index + start], 1))
-        best_s, best_i = best_s[:, :keep], best_i[:, :keep]
-    if ties == "cut" or best_s.shape[1] <= k:
-        return _finish(best_s[:, :k], best_i[:, :k])
-    threshold = best_s[:, k - 1]  # (B,)
-    tied = (best_s[:, k] == threshold) & torch.isfinite(threshold)
-    best_s, best_i = best_s[:, :k], best_i[:, :k]
-    if not bool(tied.any()):
-        return _finish(best_s, best_i)
-    return _finish(*_with_all_ties(model, hidden, best_s, best_i, tied, threshold, exclude, allowed, allowed_pairs, chunk))
-
-
-def _with_all_ties(
-    model: SequenceRecommender, hidden: Tensor, best_s: Tensor, best_i: Tensor, tied: Tensor, threshold: Tensor,
-    exclude: tuple[Tensor, Tensor] | None, allowed: Tensor | None, allowed_pairs: tuple[Tensor, Tensor] | None,
-    chunk: int,
-) -> tuple[Tensor, Tensor]:
-    """Rows in ``tied``: the items scored above the k-th score plus every item equal to it (a second pass)."""
-    rows = tied.nonzero().squeeze(1)  # (R,)
-    remap = torch.full((hidden.shape[0],), -1, dtype=torch.long, device=hidden.device)
-    remap[rows] = torch.arange(len(rows), device=hidden.device)
-
-    def restrict(pairs: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor] | None:
-        if pairs is None:
-            return None
-        new_rows = remap[pairs[0]]
-        return new_rows[new_rows >= 0], pairs[1][new_rows >= 0]
-
-    sub_hidden, sub_exclude, sub_pairs, sub_threshold = hidden[rows], restrict(exclude), restrict(allowed_pairs), threshold[rows]
-    found_r, found_c = [], []
-    for start in range(0, model.num_items + 1, chunk):
-        stop = min(start + chunk, model.num_items + 1)
-        scores = _comparable(masked_chunk(model, sub_hidden, start, stop, sub_exclude, allowed, sub_pairs))
-        r, c = (scores == sub_threshold.unsqueeze(1)).nonzero(as_tuple=True)
-        found_r.append(r)
-        found_c.append(c + start)
-    r, c = torch.cat(found_r), torch.cat(found_c)
-    order = torch.argsort(r * (model.num_items + 1) + c)
-    r, c = r[order], c[order]
-    position = torch.arange(len(r), device=r.device) - torch.searchsorted(r, r)  # index within its row
-    most = int(position.max()) + 1
-    tied_s = torch.full((len(rows), most), -math.inf, dtype=best_s.dtype, device=hidden.device)
-    tied_i = torch.zeros((len(rows), most), dtype=torch.long, device=hidden.device)
-    tied_s[r, position], tied_i[r, position] = sub_threshold[r], c
-    k = best_s.shape[1]
-    above = best_s[rows] > sub_threshold.unsqueeze(1)  # (R, k): the items strictly above are already exact
-    merged_s = torch.cat([best_s[rows].masked_fill(~above, -math.inf), tied_s], 1)
-    merged_i = torch.cat([best_i[rows].masked_fill(~above, 0), tied_i], 1)
-    merged_s, merged_i = _order(merged_s, merged_i)
-    width = max(k, int(torch.isfinite(merged_s).sum(dim=1).max()))
-    out_s = torch.full((hidden.shape[0], width), -math.inf, dtype=best_s.dtype, device=hidden.device)
-    out_i = torch.zeros((hidden.shape[0], width), dtype=torch.long, device=hidden.device)
-    out_s[:, :k], out_i[:, :k] = best_s, best_i
-    out_s[rows], out_i[rows] = merged_s[:, :width], merged_i[:, :width]
-    return out_s, out_i
-
-
-def _finish(scores: Tensor, items: Tensor) -> TopK:
-    """Validity (finite scores) and competition ranks of rows already in (score desc, item asc) order."""
-    valid = torch.isfinite(scores)
-    positions = torch.arange(1, scores.shape[1] + 1, device=scores.device).expand_as(scores)
-    new = torch.ones_like(valid)
-    new[:, 1:] = scores[:, 1:] != scores[:, :-1]
-    ranks = torch.where(new, positions, torch.zeros_like(positions)).cummax(dim=1).values
-    return TopK(items=torch.where(valid, items, torch.zeros_like(items)), scores=scores, ranks=ranks, valid=valid)
 
 
 # --- histories as flat arrays -------------------------------------------------------------------------
@@ -259,26 +90,32 @@ class TrainedRun:
     """A trained run, ready to recommend: its model (weights from a checkpoint), data (ids, histories) and config.
 
     Build it with ``load_run``. Raw ids are the data's own (int or str as the source had them); an item the
-    data does not know has no embedding and is skipped in a history (logged).
+    data does not know has no embedding and is skipped in a history (logged). The one owner of what inference
+    on a run needs, which serving (``seqrec.serve``) takes from it: the raw-id <-> row map (``items``), the
+    inference precision (``autocast``, ``inference``; weights cast at load for a ``*-true`` precision) and the
+    recurrent session (``session``).
     """
 
-    def __init__(self, run: Any, run_dir: Path, checkpoint: Path, device: torch.device, precision: str) -> None:
-        self.run, self.run_dir, self.checkpoint, self.device = run, run_dir, checkpoint, device
-        self.config = run.config
-        self.task = run.task
-        self.datamodule = run.datamodule
-        self.model: SequenceRecommender = self.task.model
-        self.precision = precision
-        if not isinstance(self.datamodule, RecommendationData):
-            raise TypeError(f"{type(self.datamodule).__name__} is not a seqrec.datamodules.base.RecommendationData")
+    def __init__(self, config: Any, datamodule: Any, task: torch.nn.Module, run_dir: Path, checkpoint: Path,  # noqa: ANN401
+                 device: torch.device, precision: str) -> None:
+        """The task on ``device`` (its weights cast to a ``*-true`` precision's dtype), its data and config."""
+        if not isinstance(datamodule, RecommendationData):
+            raise TypeError(f"{type(datamodule).__name__} is not a seqrec.datamodules.base.RecommendationData")
+        self.run_dir, self.checkpoint, self.device, self.precision = run_dir, checkpoint, device, precision
+        self.config, self.datamodule, self.task = config, datamodule, task
+        task.to(device)
+        if precision in WEIGHT_DTYPES:
+            task.to(WEIGHT_DTYPES[precision])
+        self.model: SequenceRecommender = task.model
         # the events a query reads, as the evaluation's windows (max_len - 1 for a cloze model, which appends [mask])
-        self.max_len: int = self.datamodule.history_len
-        ranker = self.task if isinstance(self.task, RanksTargets) else None  # a CTR task: the defaults
+        self.max_len: int = datamodule.history_len
+        ranker = task if isinstance(task, RanksTargets) else None  # a CTR task: the defaults
         self.mask_history: bool = ranker.mask_history if ranker is not None else True
         self.chunk_size: int = ranker.score_chunk_size if ranker is not None else 65536
-        self.eval_batch_size: int = self.datamodule.eval_batch_size
-        self._item_index: RawIdIndex | None = None
+        self.eval_batch_size: int = datamodule.eval_batch_size
+        self._items: ItemMap | None = None
         self._user_index: RawIdIndex | None = None
+        self._session: RecurrentSession | None = None
 
     # --- ids ----------------------------------------------------------------------------------------
     @property
@@ -296,11 +133,16 @@ class TrainedRun:
         """(U,) raw ids of the users in the data."""
         return self.sequences.raw_user_ids()
 
+    @property
+    def items(self) -> ItemMap:
+        """The catalogue's raw item ids <-> item ids 1..N (a hash map, built on first use)."""
+        if self._items is None:
+            self._items = ItemMap.of_sequences(self.sequences)
+        return self._items
+
     def item_rows(self, raw: Sequence | np.ndarray) -> np.ndarray:
         """Item ids (1..N) of raw item ids; 0 where the catalogue does not have one."""
-        if self._item_index is None:
-            self._item_index = RawIdIndex(self.sequences.item_ids)
-        return np.maximum(self._item_index.lookup(raw if isinstance(raw, np.ndarray) else np.array(list(raw), dtype=object)), 0)
+        return self.items.rows(raw)
 
     def user_rows(self, raw: Sequence | np.ndarray) -> np.ndarray:
         """User rows of raw user ids; -1 where the data does not have one."""
@@ -310,15 +152,18 @@ class TrainedRun:
 
     # --- the model -----------------------------------------------------------------------------------
     @contextlib.contextmanager
+    def autocast(self) -> Iterator[None]:
+        """No autograd, and the autocast the run was evaluated under (``trainer.precision``; none for 32/64 and
+        ``*-true``, whose weights ``__init__`` cast); the caller keeps the model in eval mode (serving does once)."""
+        dtype = AUTOCAST_DTYPES.get(self.precision)
+        with torch.inference_mode(), torch.autocast(self.device.type, dtype=dtype) if dtype else contextlib.nullcontext():
+            yield
+
+    @contextlib.contextmanager
     def inference(self) -> Iterator[None]:
-        """Eval mode, no autograd, and the autocast the run was evaluated under (``trainer.precision``)."""
-        autocast: contextlib.AbstractContextManager = contextlib.nullcontext()
-        if self.precision in ("bf16-mixed", "bf16"):
-            autocast = torch.autocast(self.device.type, dtype=torch.bfloat16)
-        elif self.precision in ("16-mixed", "16"):
-            autocast = torch.autocast(self.device.type, dtype=torch.float16)
+        """Eval mode, no autograd, and the autocast the run was evaluated under (``autocast``)."""
         self.task.eval()
-        with torch.inference_mode(), autocast:
+        with self.autocast():
             yield
 
     def hidden(self, windows: np.ndarray) -> Tensor:
@@ -424,31 +269,31 @@ class TrainedRun:
         return mask
 
     # --- recurrent models: O(1) state per user ------------------------------------------------------
-    def _recurrent(self) -> RecurrentRecommender:
-        if not isinstance(self.model, RecurrentRecommender):
-            raise TypeError(f"{type(self.model).__name__} is not a recurrent model (init_state/step); use recommend()")
-        return self.model
+    @property
+    def session(self) -> RecurrentSession:
+        """The model's streaming inference (``seqrec.session``); TypeError for a model that is not recurrent."""
+        if self._session is None:
+            self._session = RecurrentSession(self.model)
+        return self._session
 
     def init_state(self, batch_size: int = 1) -> SessionState:
         """The empty state of ``batch_size`` users (recurrent models only, e.g. LRURec)."""
-        model = self._recurrent()
+        session = self.session
         with self.inference():
-            return SessionState(model.init_state(batch_size), None, [[] for _ in range(batch_size)])
+            return SessionState(session.start(batch_size)[0], None, [[] for _ in range(batch_size)])
 
     def update(self, state: SessionState, item: Any | Sequence) -> SessionState:
         """Feed one event per user (a raw item id, or one per row of the batch) -> the new state; O(1) per event.
 
         An item the catalogue does not know leaves that row's state unchanged (it has no embedding).
         """
-        model = self._recurrent()
+        session = self.session
         raw = list(item) if isinstance(item, (list, tuple, np.ndarray)) else [item]
         if len(raw) != len(state.seen):
             raise ValueError(f"update: {len(raw)} items for a state of {len(state.seen)} users")
         ids = self.item_rows(raw)
-        with self.inference():
-            new_state, hidden = model.step(state.state, torch.from_numpy(ids).to(self.device))
-            if state.hidden is not None:  # rows fed an unknown item keep their previous output
-                hidden = torch.where(torch.from_numpy(ids > 0).to(self.device).unsqueeze(1), hidden, state.hidden)
+        with self.inference():  # rows fed an unknown item (0) keep their state and previous output
+            new_state, hidden = session.step(state.state, state.hidden, torch.from_numpy(ids).to(self.device))
         seen = [s + ([int(i)] if i > 0 else []) for s, i in zip(state.seen, ids)]
         return SessionState(new_state, hidden, seen)
 
@@ -480,10 +325,10 @@ def load_run(
     of this run's model is a one-line ``CheckpointError`` naming it and the checkpoint to use instead. device: "cpu",
     "cuda", "auto". overrides: extra dotted flags for the run's config (e.g. ``["--data.source.path",
     "moved/events.csv"]`` when the data is neither where it was nor at the same place relative to the run; the data
-    must be the same). Builds the run through ``seqrec.build`` from its ``config.yaml`` without a logger (nothing
-    is written to the run directory).
+    must be the same). Builds the task and data through ``seqrec.build.build_for_inference`` from its ``config.yaml``
+    (no Trainer, no logger: nothing is written to the run directory) and loads the checkpoint's ``state_dict``.
     """
-    from seqrec.build import bind, build, default_threads
+    from seqrec.build import bind, build_for_inference, default_threads
 
     given = Path(path).expanduser()
     run_dir = find_run_dir(given)
@@ -498,17 +343,13 @@ def load_run(
         "--trainer.precision", "32-true", "--threads", str(threads or default_threads()),
         *data_overrides(run_dir, overrides), *overrides,
     ]
-    run = build(args)
-    bind(run.task, run.datamodule)
-    load_weights(run.task, ckpt, run_dir)
+    config, datamodule, task = build_for_inference(args)
+    bind(task, datamodule)
+    load_weights(task, ckpt, run_dir)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    target = torch.device(device)
-    run.task.to(target)
-    if precision in ("bf16-true", "16-true", "64-true", "64"):
-        run.task.to({"bf16-true": torch.bfloat16, "16-true": torch.float16}.get(precision, torch.float64))
-    log.info("loaded %s (%s, %s)", ckpt, type(run.task.model).__name__, run.datamodule.sequences.summary())
-    return TrainedRun(run, run_dir, ckpt, target, precision)
+    log.info("loaded %s (%s, %s)", ckpt, type(task.model).__name__, datamodule.sequences.summary())
+    return TrainedRun(config, datamodule, task, run_dir, ckpt, torch.device(device), precision)
 
 
 def load_weights(task: torch.nn.Module, checkpoint: Path, run_dir: Path) -> None:

@@ -260,6 +260,18 @@ def build(args: list[str], adjust: Callable[[Namespace], None] | None = None, sa
     return Run(cli.config, cli.datamodule, cli.model, cli.trainer, cli)
 
 
+def build_for_inference(args: list[str]) -> tuple[Namespace, L.LightningDataModule, L.LightningModule]:
+    """(config, datamodule, task) of ``args``, linked as ``build`` links them, without a Trainer (``seqrec.load_run``):
+    the same parser, checks and links; the trainer's arguments are parsed and checked, not instantiated."""
+
+    def instantiate(self: SeqRecCLI) -> None:
+        self.config_init = self.parser.instantiate_classes(self.config)
+        self.datamodule, self.model = self._get(self.config_init, "data"), self._get(self.config_init, "model")
+
+    cli = _cli(type("InferenceCLI", (SeqRecCLI,), {"instantiate_classes": instantiate}), args, save_config=False)
+    return cli.config, cli.datamodule, cli.model
+
+
 def install_checkpoint_io(trainer: L.Trainer) -> None:
     """Write the trainer's checkpoints atomically (``AtomicCheckpointIO``) where it uses torch's writer."""
     strategy = trainer.strategy

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import seqrec
 from seqrec.__main__ import main
@@ -116,3 +117,25 @@ def test_recommend_users_equals_predict_and_unknown_items_are_skipped(readme_dir
         run.init_state()
     candidates = run.recommend([["m35"]], k=3, candidates=["m1", "m2", "m3", "m35"])[0]
     assert {item for item, _ in candidates} == {"m1", "m2", "m3"}  # m35 is seen: excluded
+
+
+def test_load_run_builds_the_task_and_data_without_a_trainer(readme_dir, monkeypatch):
+    import functools
+
+    import lightning
+
+    @functools.wraps(lightning.pytorch.Trainer.__init__)  # the signature stays (the parser reads the trainer's flags)
+    def no_trainer(*args, **kwargs) -> None:
+        raise AssertionError("load_run built a Trainer")
+
+    monkeypatch.chdir(readme_dir)
+    monkeypatch.setattr(lightning.pytorch.Trainer, "__init__", no_trainer)
+    run = seqrec.load_run("runs/lru_interactions/version_0", threads=1)
+    assert type(run.model).__name__ == "LRURec"
+    saved = torch.load(run.checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    assert saved.keys() == run.task.state_dict().keys()
+    assert all(torch.equal(saved[key], value) for key, value in run.task.state_dict().items())
+    assert run.item_rows(["m35", "nope", "m36"]).tolist() == run.items.rows(["m35", "nope", "m36"]).tolist()
+    assert run.item_rows(["m35"])[0] > 0 and run.item_rows(["nope"])[0] == 0
+    state = run.update(run.init_state(), "m35")
+    assert run.session is run.session and len(run.topk(state, k=3)[0]) >= 3

@@ -5,7 +5,7 @@ A request is parsed and answered in bounded time and memory whatever a client se
 - the body: at most ``max_body_bytes`` (default 256 KiB, ``serve --max-body-bytes``); a declared larger body is
   refused (HTTP 413) before a byte of it is read, an undeclared (chunked) one as soon as the bytes read pass the limit;
 - ids: a user or item id longer than ``max_id_length`` characters (default 512, ``serve --max-id-length``) is
-  refused (HTTP 422) before any lookup: the catalogue is a hash map (``seqrec.serve.service.Catalogue``), so a
+  refused (HTTP 422) before any lookup: the catalogue is a hash map (``seqrec.data.item_map.ItemMap``), so a
   lookup costs O(key length), never the catalogue's size times it;
 - JSON nested past the parser's recursion limit is a 422 (the request bodies are 3 levels deep);
 - an error message shows at most ``SHOWN_CHARACTERS`` of an id the client sent, and its length (``shown``).

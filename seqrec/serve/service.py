@@ -1,14 +1,14 @@
 """The serving core, free of HTTP: per-user state through a store and a cache, and the operations on it.
 
 ``Serving`` takes a model's ``StateAdapter`` (``seqrec.serve.state``), a ``StateStore`` and the catalogue's raw
-ids, and implements the operations the HTTP app (``seqrec.serve.app``) exposes:
+ids (``ItemMap``), and implements the operations the HTTP app (``seqrec.serve.app``) exposes:
 
 - ``update(events)``: append events (user, raw item[, timestamp][, seq]) and advance each user's state; the
   users of one request are advanced in one batch and written in one transaction, acknowledged only after it
   commits. ``seq`` (the event's 0-based number in the user's history) makes a retry safe: an event already
   applied is acknowledged without being applied twice, a gap is refused;
 - ``topk(users, k, exclude_seen)``: the best k items from each user's state, ranked as the evaluation ranks
-  (``seqrec.api.catalogue_topk``: ties share a rank; item ids ascending break them);
+  (``seqrec.tasks.catalogue_topk``: ties share a rank; item ids ascending break them);
 - ``score(user, items)``: the model's score of given items (CTR models: logit and click probability);
 - ``forget(user)``, ``user_info(user)``, ``stats()``, ``close()`` (flushes the store).
 
@@ -16,13 +16,15 @@ An unknown user starts from the empty state; an unknown item is ``UnknownItem`` 
 events asked for recommendations is ``NoEvents`` (HTTP 404). Concurrency: a user's operations are serialised
 by a striped lock; different users run in parallel; a compare-and-set the store refuses (another worker on a
 shared store updated the user) reloads the user and recomputes.
+
+Built on the Python API (``Serving.from_run``): a ``TrainedRun`` gives the raw-id map (``run.items``), the inference
+precision (``run.autocast``) and, for a recurrent model, the session its adapter steps (``run.session``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import logging
 import math
 import threading
@@ -30,23 +32,29 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from seqrec.api import catalogue_topk
-from seqrec.serve.limits import CHUNK, DEFAULT_MAX_ID_LENGTH, chunks, shown, too_long
+from seqrec.data.item_map import ItemMap
+from seqrec.serve.limits import DEFAULT_MAX_ID_LENGTH, shown, too_long
 from seqrec.serve.state import (
+    RecurrentAdapter,
     StateAdapter,
     UserTensors,
     adapter_for,
+    adapter_kind,
     pack_tensors,
     tensors_bytes,
     unpack_tensors,
 )
 from seqrec.serve.store import Commit, LRUCache, Record, StateStore, StoreError
+from seqrec.tasks.catalogue_topk import catalogue_topk
+
+if TYPE_CHECKING:
+    from seqrec.api import TrainedRun
 
 log = logging.getLogger("seqrec.serve")
 Exclude = Literal["all", "window", "none"]
@@ -146,42 +154,6 @@ class Entry:
     blob_bytes: int
 
 
-class Catalogue:
-    """Raw item ids <-> item ids 1..N (``Sequences.item_ids`` order): a hash map from each id's text (so 7 and "7" match).
-
-    A lookup costs O(length of the key), whatever the catalogue's size (a sorted numpy array of fixed-width strings
-    would widen the whole catalogue to the width of the longest key). Memory: one dict entry per item.
-    """
-
-    def __init__(self, item_ids: np.ndarray, raw_of: Callable[[np.ndarray], np.ndarray]) -> None:
-        self.index: dict[str, int] = {raw: i for i, raw in enumerate(np.asarray(item_ids).astype(str).tolist()) if i > 0}
-        self.raw_of = raw_of
-        self.size = len(item_ids) - 1
-
-    @classmethod
-    def of_sequences(cls, sequences: Any) -> Catalogue:
-        """The catalogue of a run's data."""
-        return cls(sequences.item_ids, sequences.raw_item_ids)
-
-    @classmethod
-    def numbered(cls, num_items: int) -> Catalogue:
-        """Items named 1..N (benchmarks on models without data)."""
-        ids = np.array([""] + [str(i) for i in range(1, num_items + 1)])
-        return cls(ids, lambda items: np.asarray(items, dtype=np.int64))
-
-    def ids(self, raw: Sequence[Any]) -> np.ndarray:
-        """(n,) item ids, 0 where unknown."""
-        out = np.empty(len(raw), dtype=np.int64)
-        for start, part in zip(itertools.count(0, CHUNK), chunks(raw)):  # slices: /health may take the GIL between
-            out[start:start + len(part)] = np.fromiter(map(self.index.get, map(str, part), itertools.repeat(0)),
-                                                       dtype=np.int64, count=len(part))
-        return out
-
-    def raw(self, ids: np.ndarray) -> list[Any]:
-        """Raw ids (JSON-ready Python values) of item ids."""
-        return self.raw_of(np.asarray(ids, dtype=np.int64)).tolist()
-
-
 def file_digest(path: Path, limit: int = 1 << 30) -> str:
     """sha256 (first 16 hex) of a file's first ``limit`` bytes and its size: the model a store was written for."""
     digest = hashlib.sha256()
@@ -191,18 +163,6 @@ def file_digest(path: Path, limit: int = 1 << 30) -> str:
             digest.update(chunk)
             remaining -= len(chunk)
     return f"{digest.hexdigest()[:16]}:{path.stat().st_size}"
-
-
-def autocast_of(precision: str, device: torch.device) -> Callable[[], contextlib.AbstractContextManager]:
-    """The inference context a run was evaluated under (``TrainedRun.inference`` without re-setting eval mode per call)."""
-    dtype = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "16-mixed": torch.float16, "16": torch.float16}.get(precision)
-
-    @contextlib.contextmanager
-    def inference() -> Iterator[None]:
-        with torch.inference_mode(), (torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()):
-            yield
-
-    return inference
 
 
 class _TargetScores:
@@ -224,7 +184,7 @@ class Serving:
         self,
         adapter: StateAdapter,
         store: StateStore,
-        catalogue: Catalogue,
+        catalogue: ItemMap,
         cache_size: int = 100_000,
         inference: Callable[[], contextlib.AbstractContextManager] | None = None,
         fingerprint: dict[str, Any] | None = None,
@@ -268,10 +228,10 @@ class Serving:
         return self._inference_context()
 
     @classmethod
-    def from_run(cls, run: Any, store: StateStore, cache_size: int = 100_000, compress: str | None = None,
+    def from_run(cls, run: TrainedRun, store: StateStore, cache_size: int = 100_000, compress: str | None = None,
                  budget: float = 1.0, **kwargs: Any) -> Serving:
-        """Serve a ``seqrec.load_run`` result; ``compress``: wrap a CTR transformer with that
-        ``seqrec.compress`` method at ``budget`` (a fraction of the history's entries per layer)."""
+        """Serve a ``seqrec.load_run`` result (its item map, precision and recurrent session); ``compress``: wrap a
+        CTR transformer with that ``seqrec.compress`` method at ``budget`` (a fraction of the history's entries per layer)."""
         model = run.model
         if compress is not None:
             from seqrec.compress import build as build_compressor
@@ -282,7 +242,7 @@ class Serving:
                 raise ValueError(f"--compress needs a CTR transformer run; this run's model is {type(model).__name__}")
             model = build_compressor(compress, backbone, budget)
             model.eval()
-        adapter = adapter_for(model, run.max_len)
+        adapter = adapter_for(model, run.max_len, run.session if adapter_kind(model) is RecurrentAdapter else None)
         fingerprint = {"checkpoint": file_digest(Path(run.checkpoint)), "model": type(model).__name__,
                        "adapter": adapter.name, "num_items": int(run.sequences.num_items), "max_len": run.max_len,
                        "compression": model.describe() if hasattr(model, "describe") else None}
@@ -290,8 +250,7 @@ class Serving:
                        "compression": fingerprint["compression"]}
         run.task.eval()
         model.eval()
-        return cls(adapter, store, Catalogue.of_sequences(run.sequences), cache_size, autocast_of(run.precision, run.device),
-                   fingerprint, score_chunk=run.chunk_size, description=description, **kwargs)
+        return cls(adapter, store, run.items, cache_size, run.autocast, fingerprint, score_chunk=run.chunk_size, description=description, **kwargs)
 
     # --- users and their locks -----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -333,7 +292,7 @@ class Serving:
     def item_ids(self, raw: Sequence[Any]) -> np.ndarray:
         """Item ids of raw items; ``IdTooLong`` before any lookup, ``UnknownItem`` naming the first one the catalogue lacks."""
         self.check_length(raw, "item")
-        ids = self.catalogue.ids(raw)
+        ids = self.catalogue.rows(raw)
         if (ids == 0).any():
             bad = raw[int(np.flatnonzero(ids == 0)[0])]
             raise UnknownItem(f"unknown item {shown(bad)}: not in this model's catalogue of {self.catalogue.size:,} items")
@@ -523,4 +482,4 @@ def serve_model(model: torch.nn.Module, store: StateStore, max_len: int | None, 
     """A ``Serving`` for a bare model (items named 1..N), e.g. the benchmark's cost sweep."""
     adapter = adapter_for(model.eval(), max_len)
     num_items = int(model.num_items)
-    return Serving(adapter, store, Catalogue.numbered(num_items), cache_size, description=adapter.describe(), **kwargs)
+    return Serving(adapter, store, ItemMap.numbered(num_items), cache_size, description=adapter.describe(), **kwargs)

@@ -14,6 +14,11 @@ reads the user's item history (``window`` newest items, the store keeps them for
 | ``kv-compressed``  | a compression wrapper below 100%        | the compressed keys/values    | O(L²): the window re-encoded and compressed |
 | ``ctr-recompute``  | a wrapper whose state needs the target (prune-target) | nothing           | a query re-encodes the window |
 
+The adapter is chosen from what the model declares, in one table (``ADAPTERS``): rows of base classes and
+runtime-checkable Protocols (``RecurrentRecommender``: it can step a recurrent state; ``StepsCTRState``, ``AppendsKV``,
+``CompressesKV`` for the CTR kinds), the first row the model satisfies serves it; a model that declares none of
+the stateful capabilities re-encodes its window.
+
 Equal to offline: the state after feeding a history event by event gives the hidden vector (or the logits)
 the evaluation computes from that history (``NextItemTask.ranks`` / ``CTRTask``), to float precision, as long
 as the history fits the model's window (``max_len``). Past it the offline evaluation reads only the newest
@@ -35,14 +40,15 @@ from __future__ import annotations
 
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from seqrec.models.base import CTRBackbone, KVState, LayerCache, RecurrentRecommender, SequenceRecommender
+from seqrec.session import RecurrentSession
 
 UserTensors = tuple[Tensor, ...]
 """One user's stored state: tensors with a leading batch dimension of 1."""
@@ -163,34 +169,35 @@ class StateAdapter(ABC):
 
 
 class RecurrentAdapter(StateAdapter):
-    """A ``RecurrentRecommender`` (LRURec, GRU4Rec): state = per-layer recurrent state + the newest output."""
+    """A ``RecurrentRecommender`` (LRURec, GRU4Rec): state = per-layer recurrent state + the newest output, stepped by
+    the run's ``RecurrentSession`` (``seqrec.session``, what ``TrainedRun.update`` steps through)."""
 
     name = "recurrent"
 
-    def __init__(self, model: SequenceRecommender, max_len: int | None) -> None:
-        if not isinstance(model, RecurrentRecommender):
-            raise TypeError(f"{type(model).__name__} has no init_state/step: serve it with RecomputeAdapter")
+    def __init__(self, model: SequenceRecommender, max_len: int | None, session: RecurrentSession | None = None) -> None:
+        """``session``: the run's (``TrainedRun.session``); one of the model's own when None."""
         super().__init__(model, max_len)
-        self.layers = len(model.init_state(1))
-        self.d_model = int(model.item_embeddings().shape[1])
+        self.session = session if session is not None else RecurrentSession(model)
+        self.layers = self.session.layers
 
     def empty(self) -> UserTensors:
         """Zero recurrent state per layer and a zero output (1, d)."""
-        state = self.model.init_state(1)
-        return (*state, torch.zeros(1, self.d_model, device=self.device))
+        state, hidden = self.session.start(1)
+        return (*state, hidden)
 
     def advance(self, states: list[UserTensors], histories: list[list[int]], items: Tensor) -> list[UserTensors]:
-        """``model.step`` on the stacked states of B users: O(1) per event whatever the history length."""
+        """One ``session.step`` on the stacked states of B users: O(1) per event whatever the history length (items
+        are known: serving refuses an unknown one before, so no row keeps its previous output)."""
         stacked = tuple(torch.cat([s[i] for s in states]) for i in range(self.layers))
-        new_state, hidden = self.model.step(stacked, items)
+        new_state, hidden = self.session.step(stacked, None, items)
         return [(*(layer[b:b + 1] for layer in new_state), hidden[b:b + 1]) for b in range(len(states))]
 
     def extend(self, state: UserTensors, history: list[int], items: list[int]) -> UserTensors:
-        """An empty user's history at once (``model.prefill``), else event by event."""
+        """An empty user's history at once (``session.prefill``), else event by event."""
         if len(history) or not items:
             return super().extend(state, history, items)
-        new_state, hidden = self.model.prefill(torch.tensor([items], device=self.device))
-        return (*new_state, hidden[:, -1])
+        new_state, hidden = self.session.prefill(torch.tensor([items], device=self.device))
+        return (*new_state, hidden)
 
     def query_hidden(self, states: list[UserTensors], histories: list[list[int]]) -> Tensor:
         """The stored output after the newest event (B, d)."""
@@ -415,27 +422,92 @@ class CTRRecomputeAdapter(StateAdapter):
         return self.model(window, targets.unsqueeze(0))[0]
 
 
-def adapter_for(model: torch.nn.Module, max_len: int | None) -> StateAdapter:
-    """The adapter a model is served with (module docstring's table)."""
-    from seqrec.compress.base import CompressedCTR
-    from seqrec.models.ctr.lru import CTRLRU
+# --- which adapter: the model's declared capabilities, one table ----------------------------------------------
+@runtime_checkable
+class CompressesKV(Protocol):
+    """A compression wrapper over an attention CTR backbone (``seqrec.compress``): its budget of kept entries,
+    and ``cacheable`` False where what it keeps depends on the target (then no state can be stored)."""
 
-    if isinstance(model, CompressedCTR):
-        if not model.cacheable:
-            return CTRRecomputeAdapter(model, int(max_len or model.max_len))
-        full = model.tokens is None and model.ratio is not None and model.ratio >= 1.0
-        full = full or (model.tokens is not None and model.tokens >= int(max_len or model.max_len))
-        return (KVCacheAdapter if full else CompressedKVAdapter)(model, int(max_len or model.max_len))
-    if isinstance(model, CTRLRU):
-        return CTRRecurrentAdapter(model, max_len)
-    if isinstance(model, CTRBackbone):
-        if hasattr(model, "blocks") and hasattr(model, "embed_history"):
-            return KVCacheAdapter(model, int(max_len or model.max_len))
-        return CTRRecomputeAdapter(model, int(max_len or model.max_len))
-    if isinstance(model, RecurrentRecommender):
-        return RecurrentAdapter(model, max_len)
-    if isinstance(model, SequenceRecommender):
-        if max_len is None:
-            raise ValueError(f"{type(model).__name__} is served by recomputing its window: give max_len")
-        return RecomputeAdapter(model, max_len)
+    cacheable: bool
+    ratio: float | None
+    tokens: int | None
+
+    def budget(self, n: Tensor) -> Tensor:
+        """(B,) entries kept per layer for n (B,) history items."""
+        ...
+
+
+@runtime_checkable
+class StepsCTRState(Protocol):
+    """A CTR model that folds one event into a fixed-size state (``CTRLRU``): O(1) per event."""
+
+    def prefill(self, history: Tensor) -> Any:  # noqa: ANN401 (the model's state type)
+        """The state after a (B, L) history."""
+        ...
+
+    def step(self, state: Any, item: Tensor) -> Any:  # noqa: ANN401
+        """The state after one more event per user, item (B,)."""
+        ...
+
+
+@runtime_checkable
+class AppendsKV(Protocol):
+    """An attention CTR model whose history tokens are a KV cache that grows by one token per event
+    (``CTRTransformer``: ``append_event`` runs its blocks on the new token)."""
+
+    blocks: torch.nn.ModuleList
+
+    def embed_history(self, history: Tensor) -> Any:  # noqa: ANN401
+        """Token states of a (B, L) history."""
+        ...
+
+
+def _window(model: torch.nn.Module, max_len: int | None) -> int:
+    """The window an adapter re-reads: the run's ``max_len``, else the model's own."""
+    return int(max_len or model.max_len)
+
+
+def _compressed(model: torch.nn.Module, max_len: int | None) -> StateAdapter:
+    """A compression wrapper: no state when it depends on the target, the whole KV cache when the budget keeps every
+    entry of the window, else the compressed cache."""
+    window = _window(model, max_len)
+    if not model.cacheable:
+        return CTRRecomputeAdapter(model, window)
+    full = model.tokens is None and model.ratio is not None and model.ratio >= 1.0
+    full = full or (model.tokens is not None and model.tokens >= window)
+    return (KVCacheAdapter if full else CompressedKVAdapter)(model, window)
+
+
+def _recompute(model: torch.nn.Module, max_len: int | None) -> StateAdapter:
+    """A next-item model without a recurrent state: the window, re-encoded per query."""
+    if max_len is None:
+        raise ValueError(f"{type(model).__name__} is served by recomputing its window: give max_len")
+    return RecomputeAdapter(model, max_len)
+
+
+ADAPTERS: tuple[tuple[tuple[type, ...], Callable[[Any, int | None], StateAdapter]], ...] = (
+    ((CTRBackbone, CompressesKV), _compressed),
+    ((CTRBackbone, StepsCTRState), CTRRecurrentAdapter),
+    ((CTRBackbone, AppendsKV), lambda model, max_len: KVCacheAdapter(model, _window(model, max_len))),
+    ((CTRBackbone,), lambda model, max_len: CTRRecomputeAdapter(model, _window(model, max_len))),
+    ((SequenceRecommender, RecurrentRecommender), RecurrentAdapter),
+    ((SequenceRecommender,), _recompute),
+)
+"""(what the model must be, every one: a base class or a runtime-checkable Protocol, -> the adapter); the first row
+the model satisfies serves it (the module docstring's table)."""
+
+
+def adapter_kind(model: torch.nn.Module) -> Callable[[Any, int | None], StateAdapter]:
+    """The factory of the first ``ADAPTERS`` row whose classes and Protocols the model all satisfies."""
+    for kinds, factory in ADAPTERS:
+        if all(isinstance(model, kind) for kind in kinds):
+            return factory
     raise TypeError(f"cannot serve a {type(model).__name__}: neither a SequenceRecommender nor a CTRBackbone")
+
+
+def adapter_for(model: torch.nn.Module, max_len: int | None, session: RecurrentSession | None = None) -> StateAdapter:
+    """The adapter a model is served with (``ADAPTERS``); ``session``: a run's recurrent session, for a recurrent model."""
+    factory = adapter_kind(model)
+    if factory is RecurrentAdapter:
+        return RecurrentAdapter(model, max_len, session)
+    return factory(model, max_len)

@@ -99,7 +99,7 @@ def test_kill_9_mid_replay_loses_no_acknowledged_event_and_the_state_equals_a_cl
     reopened = SQLiteStore(store)
     for user, items in events.items():
         record = reopened.load(user)
-        assert record.events == len(items) and record.seen == clean.catalogue.ids(items).tolist()
+        assert record.events == len(items) and record.seen == clean.catalogue.rows(items).tolist()
         assert [(r["item"], r["rank"]) for r in served[user]] == [(r["item"], r["rank"]) for r in expected[user]]
         assert np.allclose([r["score"] for r in served[user]], [r["score"] for r in expected[user]], atol=1e-5)
     reopened.close()

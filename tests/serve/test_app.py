@@ -164,6 +164,17 @@ def test_the_api_contract(serve_runs, tmp_path):
     again.close()
 
 
+def test_serving_takes_the_item_map_precision_and_session_of_the_run(serve_runs):
+    """One owner: what serving looks items up in, the precision it runs under and the recurrent session it steps
+    are the loaded run's own (``TrainedRun``), not copies."""
+    run = seqrec.load_run(serve_runs["lru"], threads=1)
+    serving = Serving.from_run(run, MemoryStore())
+    assert serving.catalogue is run.items and serving.adapter.session is run.session
+    assert serving._inference_context == run.autocast
+    sasrec = Serving.from_run(seqrec.load_run(serve_runs["sasrec"], threads=1), MemoryStore())
+    assert sasrec.adapter.name == "recompute" and not hasattr(sasrec.adapter, "session")
+
+
 def test_the_readme_serving_commands(serve_runs, tmp_path):
     """The README's "Serving" block: each curl line, sent to the app serving the fixture LRURec run."""
     import re

@@ -17,8 +17,9 @@ httpx = pytest.importorskip("httpx", reason="the serve extra is not installed (p
 from fastapi.testclient import TestClient  # noqa: E402
 
 import seqrec  # noqa: E402
+from seqrec.data.item_map import ItemMap  # noqa: E402
 from seqrec.serve.app import create_app  # noqa: E402
-from seqrec.serve.service import Catalogue, Serving  # noqa: E402
+from seqrec.serve.service import Serving  # noqa: E402
 from seqrec.serve.store import MemoryStore  # noqa: E402
 from tests.serve.server import free_port  # noqa: E402
 
@@ -37,11 +38,11 @@ def client_for(run, store=None, **kwargs) -> TestClient:
 def test_a_catalogue_lookup_costs_no_memory_in_the_catalogue_times_the_key_length():
     """The probe: a key of 10k characters widened a 2,989-item catalogue to 120 MB (1 Mi characters: 12.5 GB)."""
     ids = np.array([""] + [f"item{i}" for i in range(1, 3001)])
-    catalogue = Catalogue(ids, lambda items: ids[items])
-    assert catalogue.ids(["item7", 7, "item3000", "nope"]).tolist() == [7, 0, 3000, 0]
+    catalogue = ItemMap(ids, lambda items: ids[items])
+    assert catalogue.rows(["item7", 7, "item3000", "nope"]).tolist() == [7, 0, 3000, 0]
     tracemalloc.start()
     try:
-        catalogue.ids(["x" * 10_000, "item5"])
+        catalogue.rows(["x" * 10_000, "item5"])
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -57,8 +58,8 @@ def test_an_id_longer_than_the_limit_is_refused_before_any_lookup_without_echoin
     with client_for(lru_run, max_body_bytes=2 * LONG, max_id_length=64) as client:
         serving = client.app.state.serving
         looked_up = []
-        lookup = serving.catalogue.ids
-        serving.catalogue.ids = lambda raw: looked_up.append(len(raw)) or lookup(raw)
+        lookup = serving.catalogue.rows
+        serving.catalogue.rows = lambda raw: looked_up.append(len(raw)) or lookup(raw)
         started = time.perf_counter()
         response = client.post("/v1/users/big/events", json={"item": "x" * LONG})
         assert time.perf_counter() - started < 5.0

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from seqrec.compress import build as compressed
+from seqrec.models.base import CTRBackbone, RecurrentRecommender, SequenceRecommender
 from seqrec.models.ctr.lru import CTRLRU
 from seqrec.models.ctr.transformer import CTRTransformer
 from seqrec.models.next_item.evornn import EvoRNN
@@ -15,13 +16,18 @@ from seqrec.models.next_item.lru import LRURec
 from seqrec.models.next_item.narm import NARM
 from seqrec.models.next_item.sasrec import SASRec
 from seqrec.serve.state import (
+    ADAPTERS,
+    AppendsKV,
     CompressedKVAdapter,
+    CompressesKV,
     CTRRecomputeAdapter,
     CTRRecurrentAdapter,
     KVCacheAdapter,
     RecomputeAdapter,
     RecurrentAdapter,
+    StepsCTRState,
     adapter_for,
+    adapter_kind,
     left_padded,
     pack_tensors,
     unpack_tensors,
@@ -150,3 +156,91 @@ def test_kv_cache_holds_the_entries_the_compression_benchmark_counts():
     small, _ = replay(adapter_for(snap, max_len=8), HISTORY[:6])[-1]
     kept = [int(m.sum(-1).max()) for m in small[3::5]]
     assert kept == snap.kept_lengths(6) == [3, 3]
+
+
+# --- the adapter table: chosen from what a model declares ------------------------------------------------------
+class _Table(SequenceRecommender):
+    """A next-item model that is nothing but an item table (hidden = the newest item's row)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.num_items = N
+        self.table = torch.nn.Embedding(N + 1, 4)
+
+    def forward(self, items):
+        return self.table(items)
+
+    def item_embeddings(self):
+        return self.table.weight
+
+
+class _SteppedTable(_Table):
+    """The same model declaring ``RecurrentRecommender`` (its state: the newest item's row), with no base class for it."""
+
+    def init_state(self, batch_size):
+        return (torch.zeros(batch_size, 4),)
+
+    def step(self, state, item):
+        out = torch.where((item > 0).unsqueeze(1), self.table(item), state[0])
+        return (out,), out
+
+    def prefill(self, items):
+        hidden = self.table(items)
+        return (hidden[:, -1],), hidden
+
+
+class _Ctr(CTRBackbone):
+    """A CTR model declaring no stateful capability."""
+
+    def prefill(self, history):
+        return history
+
+    def score_state(self, state, targets):
+        return targets.float()
+
+    def forward_windows(self, items, targets):
+        return targets.float()
+
+    def macs_per_request(self, L=None):
+        return 0.0
+
+    def state_bytes_per_user(self, L=None):
+        return 0.0
+
+    def kept_lengths(self, L=None):
+        return []
+
+
+def test_every_row_of_the_table_is_a_class_or_a_runtime_checkable_protocol():
+    for kinds, factory in ADAPTERS:
+        assert kinds and callable(factory)
+        for kind in kinds:
+            assert isinstance(kind, type)
+            if getattr(kind, "_is_protocol", False):
+                assert getattr(kind, "_is_runtime_protocol", False), kind
+    assert ADAPTERS[-1][0] == (SequenceRecommender,)  # the fallback of next-item models: re-encode the window
+
+
+def test_the_adapter_follows_the_declared_protocols_not_the_class():
+    assert adapter_kind(_Table()) is not RecurrentAdapter
+    assert type(adapter_for(_Table(), max_len=4)) is RecomputeAdapter
+    assert isinstance(_SteppedTable(), RecurrentRecommender) and not isinstance(_Table(), RecurrentRecommender)
+    adapter = adapter_for(_SteppedTable(), max_len=4)
+    assert type(adapter) is RecurrentAdapter
+    state, seen = replay(adapter, [3, 9])[-1]
+    assert torch.equal(adapter.query_hidden([state], [seen]), adapter.model.table.weight[9].unsqueeze(0).detach())
+    assert type(adapter_for(_Ctr(), max_len=4)) is CTRRecomputeAdapter
+    backbone, _ = ctr_models()
+    assert isinstance(backbone, AppendsKV) and not isinstance(backbone, StepsCTRState | CompressesKV)
+    lru = CTRLRU(N, d_model=8)
+    assert isinstance(lru, StepsCTRState) and not isinstance(lru, AppendsKV | CompressesKV)
+    assert isinstance(compressed("snapkv", backbone, 0.5), CompressesKV)
+
+
+def test_the_table_refuses_what_it_cannot_serve_in_one_line():
+    with pytest.raises(TypeError, match=r"^cannot serve a Linear: neither a SequenceRecommender nor a CTRBackbone$"):
+        adapter_for(torch.nn.Linear(2, 2), max_len=4)
+    with pytest.raises(ValueError, match=r"^_Table is served by recomputing its window: give max_len$"):
+        adapter_for(_Table(), max_len=None)
+    with pytest.raises(TypeError, match="not a recurrent model"):
+        RecurrentAdapter(_Table(), max_len=4)
