@@ -4,7 +4,6 @@
     python -m seqrec test --config lru_ml1m.yaml --ckpt_path PATH              test a checkpoint under a config
     python -m seqrec predict RUN_DIR [--users all|test|FILE] [--k 10] [--out F] top-k items per user in the data's ids
     python -m seqrec serve RUN_DIR [--port 8000] [--store F | --redis URL]    serve a run over HTTP, one durable state per user
-    python -m seqrec bench <pipeline|lru_speed|compress|speed|xlong|serve> ...  benchmarks (results/BENCHMARKS.md, ...)
     python -m seqrec repro --configs lru_ml1m ...                               paper reproductions in resumable sittings
     python -m seqrec tune --config X.yaml --space S.yaml --trials N --study NAME  Optuna search (docs/TUNING.md)
     python -m seqrec summarize RUN_DIR                                          rebuild a run's report (PNG, summary.md)
@@ -28,7 +27,6 @@ COMMANDS = {
     "summarize": "seqrec.tools.summarize",
     "lrd": "seqrec.tools.lrd",
 }
-BENCHMARKS = ("pipeline", "lru_speed", "compress", "speed", "xlong", "serve")
 
 
 def usage() -> str:
@@ -43,16 +41,14 @@ def main(argv: list[str] | None = None) -> object:
         print(usage())
         return None
     command, rest = argv[0], argv[1:]
-    if command == "bench":
-        if not rest or rest[0] not in BENCHMARKS:
-            print(f"error: python -m seqrec bench takes one of {', '.join(BENCHMARKS)}", file=sys.stderr)
-            raise SystemExit(2)
-        module, rest = f"seqrec.bench.{rest[0]}", rest[1:]
-    elif command in COMMANDS:
-        module = COMMANDS[command]
-    else:
-        print(f"error: unknown command {command!r}; commands: {', '.join([*COMMANDS, 'bench'])}", file=sys.stderr)
+    if command == "bench":  # the development benchmarks live outside the package (benchmarks/ in a checkout)
+        print("error: the benchmarks moved out of the package: from a source checkout's root run "
+              "python -m benchmarks.<pipeline|speed|xlong|lru_speed|compress|serve> ...", file=sys.stderr)
         raise SystemExit(2)
+    if command not in COMMANDS:
+        print(f"error: unknown command {command!r}; commands: {', '.join(COMMANDS)}", file=sys.stderr)
+        raise SystemExit(2)
+    module = COMMANDS[command]
     return importlib.import_module(module).main(rest)
 
 

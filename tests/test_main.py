@@ -11,7 +11,7 @@ from tests.test_fit import tiny
 def test_help_lists_every_command(capsys):
     main(["--help"])
     printed = capsys.readouterr().out
-    for command in ("fit", "test", "bench", "repro", "summarize", "lrd"):
+    for command in ("fit", "test", "repro", "summarize", "lrd"):
         assert f"python -m seqrec {command}" in printed
 
 

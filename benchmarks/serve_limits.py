@@ -1,4 +1,4 @@
-"""Part 3 of ``python -m seqrec bench serve``: hostile requests against a running server (``seqrec.serve.limits``).
+"""Part 3 of ``python -m benchmarks.serve``: hostile requests against a running server (``seqrec.serve.limits``).
 
 For each request shape of the largest size the server accepts (a body of exactly ``--max-body-bytes``, ids the
 catalogue does not have, so the server parses, checks and looks up all of them before its 404), and for the fault

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from seqrec.bench import compress as bench
+from benchmarks import compress as bench
 
 
 def tiny_overrides(ml100k_root) -> list[str]:

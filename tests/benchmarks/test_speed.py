@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from seqrec.bench import speed
+from benchmarks import speed
 from seqrec.bench.report import split_sections
 from tests.conftest import write_ml100k
 
@@ -83,7 +83,7 @@ def test_speed_smoke_every_table_with_the_official_code(tmp_path: Path) -> None:
     text = out.read_text()
     assert "## Other\n\nkept" in text  # other sections survive
     body = _body(out)
-    assert "python -m seqrec bench speed --repeats 2" in body
+    assert "python -m benchmarks.speed --repeats 2" in body
     assert "at start" in body and "at end" in body and "torch " in body
     assert "80 users, 130 items" in body  # the fixture, not the real data
     for heading in TABLES:
