@@ -24,6 +24,7 @@ def _section(text: str, title: str) -> str:
     return matches[0]
 
 
+@pytest.mark.slow  # a benchmark smoke run (forked phases)
 def test_pipeline_smoke_writes_its_section_and_keeps_others(tmp_path: Path) -> None:
     root = write_ml100k(tmp_path / "ml-100k", num_users=40, num_items=30, length=20)
     out = tmp_path / "BENCHMARKS.md"
