@@ -677,7 +677,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import seqrec
 
     torch.set_num_threads(args.threads)
-    command = shlex.join(["python", "-m", "seqrec", "bench", "serve", *argv])
+    command = shlex.join(["python", "-m", "benchmarks.serve", *argv])
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     started = time.perf_counter()
     names = [m.strip() for m in args.models.split(",") if m.strip()]
