@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 # without it those tests skip with a message naming the variable.
 CONFIG ?= configs/sasrec_ml100k.yaml
 
-.PHONY: setup fit test lint bench repro clean
+.PHONY: setup fit test test-fast lint bench repro clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,16 +24,21 @@ fit: setup
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# the edit loop: every test but those marked slow (subprocess fits, faults, DDP, servers, benchmark smoke runs)
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
 lint: setup
-	$(VENV)/bin/ruff check seqrec tests
+	$(VENV)/bin/ruff check seqrec benchmarks tests
 
 # bench: the pipeline benchmark, the speed benchmark (its ML-1M rows need SEQREC_SHARED_DATA; the official LRURec
 # comparison runs when SEQREC_LRUREC_OFFICIAL names a checkout of github.com/yueqirex/LRURec), then the XLong-size
 # benchmark on a synthetic corpus (66.8M events; about 5 minutes and 7 GiB). Run it on an otherwise quiet machine.
+# The benchmarks are development tools outside the package (benchmarks/): python -m benchmarks.<name> from this folder.
 bench: setup
-	$(PY) -m seqrec bench pipeline --out results/BENCHMARKS.md $(ARGS)
-	$(PY) -m seqrec bench speed --out results/BENCHMARKS.md $(if $(SEQREC_LRUREC_OFFICIAL),--official-lrurec "$(SEQREC_LRUREC_OFFICIAL)") $(SPEED_ARGS)
-	$(PY) -m seqrec bench xlong --out results/BENCHMARKS.md
+	$(PY) -m benchmarks.pipeline --out results/BENCHMARKS.md $(ARGS)
+	$(PY) -m benchmarks.speed --out results/BENCHMARKS.md $(if $(SEQREC_LRUREC_OFFICIAL),--official-lrurec "$(SEQREC_LRUREC_OFFICIAL)") $(SPEED_ARGS)
+	$(PY) -m benchmarks.xlong --out results/BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

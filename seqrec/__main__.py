@@ -8,7 +8,6 @@
     seqrec repro --configs lru_ml1m ... [--sitting_time T --resume]   paper reproductions in resumable sittings
     seqrec summarize RUN_DIR                                          rebuild a run's report (PNG, summary.md)
     seqrec lrd --config ...                                           long-range dependence of a dataset
-    seqrec bench <pipeline|lru_speed|compress|speed|xlong|serve> ...  development benchmarks
 
 ``python -m seqrec.fit`` stays a synonym of ``fit``, ``seqrec-fit`` of ``seqrec fit``.
 """

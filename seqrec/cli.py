@@ -34,7 +34,8 @@ PROG = "seqrec"
 OVERRIDES = "overrides"  # the parameter that receives the run's config flags
 BOOL_WORDS = ("true", "false", "yes", "no")
 LIGHTNING = {"fit": "seqrec.fit", "test": "seqrec.evaluate"}  # LightningCLI: their module's main(argv)
-BENCHMARKS = ("pipeline", "lru_speed", "compress", "speed", "xlong", "serve")
+# the development benchmarks live outside the package: benchmarks/ of a source checkout
+BENCHMARKS = ("pipeline", "lru_speed", "lru_recurrence", "compress", "speed", "xlong", "serve", "mlp4rec_mixers")
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,6 @@ def _docstring(module: str, function: str | None) -> str:
 
 def summary_line(name: str) -> str:
     """The one-line description of a command: its function's (or, for fit and test, its module's) first line."""
-    if name == "bench":
-        return f"Development benchmarks: seqrec bench <{'|'.join(BENCHMARKS)}> ..."
     if name in LIGHTNING:
         first = _docstring(LIGHTNING[name], None).split("\n\n")[0]
         line = " ".join(first.replace("``", "").split()).split(": ")[-1]
@@ -95,7 +94,7 @@ def summary_line(name: str) -> str:
 
 def usage() -> str:
     """Every command with its one-line description."""
-    names = [*LIGHTNING, *COMMANDS, "bench"]
+    names = [*LIGHTNING, *COMMANDS]
     width = max(map(len, names)) + 2
     lines = [f"usage: {PROG} <command> [flags]   (python -m seqrec <command> is the same)", "", "commands:"]
     lines += [f"  {name.ljust(width)}{summary_line(name)}" for name in names]
@@ -318,11 +317,10 @@ def dispatch(argv: list[str]) -> Any:  # noqa: ANN401
     if command in LIGHTNING:
         return importlib.import_module(LIGHTNING[command]).main(rest)
     if command == "bench":
-        if not rest or rest[0] not in BENCHMARKS:
-            raise ValueError(f"{PROG} bench takes one of {', '.join(BENCHMARKS)}")
-        return importlib.import_module(f"seqrec.bench.{rest[0]}").main(rest[1:])
+        raise ValueError("the development benchmarks moved out of the package: from a source checkout's root run "
+                         f"python -m benchmarks.<{'|'.join(BENCHMARKS)}> ...")
     if command not in COMMANDS:
-        raise ValueError(f"unknown command {command!r}; commands: {', '.join([*LIGHTNING, *COMMANDS, 'bench'])} "
+        raise ValueError(f"unknown command {command!r}; commands: {', '.join([*LIGHTNING, *COMMANDS])} "
                          f"({PROG} --help)")
     return run_command(lambda args: call(command, args), rest)
 

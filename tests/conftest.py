@@ -1,8 +1,10 @@
-"""Shared fixtures: an isolated cache, the shared real-data folder, and MovieLens-format fixtures."""
+"""Shared fixtures: an isolated cache, the shared real-data folder, MovieLens-format fixtures and a tiny fit."""
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -67,3 +69,35 @@ def write_ml100k(root: Path, num_users: int = 60, num_items: int = 40, length: i
 def ml100k_root(tmp_path) -> Path:
     """A small MovieLens-100k-format folder (60 users, 40 items)."""
     return write_ml100k(tmp_path / "ml-100k")
+
+
+def tiny_fit_args(
+    root: Path,
+    run_dir: Path,
+    *extra: str,
+    config: str = "sasrec_ml100k.yaml",
+    max_len: int | None = 10,
+    batch_size: int | None = 16,
+    d_model: int | None = 16,
+    max_epochs: int | None = None,
+    val_every: int | None = 1,
+) -> list[str]:
+    """``seqrec fit`` flags of a tiny run of ``config`` on the MovieLens-format folder ``root``, logged under
+    ``run_dir``: one thread, no progress bar, the sizes given (``None``: as the config ships), then ``extra``.
+
+    The one spelling of a test's fit: every test that trains through the command line builds its flags here
+    (``extra`` comes last, so it overrides a size).
+    """
+    args = ["--config", config, "--data.init_args.source.init_args.root", str(root)]
+    sizes = {"--data.max_len": max_len, "--data.batch_size": batch_size,
+             "--model.init_args.model.init_args.d_model": d_model, "--trainer.max_epochs": max_epochs,
+             "--trainer.check_val_every_n_epoch": val_every}
+    args += [piece for key, value in sizes.items() if value is not None for piece in (key, str(value))]
+    return [*args, "--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.save_dir", str(run_dir),
+            "--threads", "1", *extra]
+
+
+@pytest.fixture
+def tiny_fit(ml100k_root) -> Callable[..., list[str]]:
+    """``tiny_fit(run_dir, *extra, **sizes)``: ``tiny_fit_args`` on this test's ``ml100k_root``."""
+    return functools.partial(tiny_fit_args, ml100k_root)

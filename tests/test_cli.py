@@ -99,8 +99,11 @@ def test_flags_take_the_forms_the_commands_always_took():
     (["serve", "RUN", "--port"], "error: --port: expected a value (an integer)"),
     (["lrd"], "error: give one of --config (a fit config) or --text (a text file)"),
     (["summarize", "a", "b", "--out", "o"], "error: --out takes one run directory"),
-    (["fitt"], "error: unknown command 'fitt'; commands: fit, test, predict, serve, tune, repro, summarize, lrd, bench "
+    (["fitt"], "error: unknown command 'fitt'; commands: fit, test, predict, serve, tune, repro, summarize, lrd "
                "(seqrec --help)"),
+    (["bench", "speed"], "error: the development benchmarks moved out of the package: from a source checkout's root "
+                         "run python -m benchmarks.<pipeline|lru_speed|lru_recurrence|compress|speed|xlong|serve|"
+                         "mlp4rec_mixers> ..."),
 ])
 def test_a_bad_command_line_is_one_line_exit_2(argv, expected, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -111,10 +114,10 @@ def test_a_bad_command_line_is_one_line_exit_2(argv, expected, capsys):
 def test_help_lists_every_command_with_one_line(capsys):
     main(["--help"])
     lines = capsys.readouterr().out.splitlines()
-    for name in [*LIGHTNING, *COMMANDS, "bench"]:
+    for name in [*LIGHTNING, *COMMANDS]:
         [line] = [line for line in lines if line.startswith(f"  {name} ")]
         assert len(line.split(maxsplit=1)[1]) > 15, line
-    assert [line.split()[0] for line in lines if line.startswith("  ")] == [*LIGHTNING, *COMMANDS, "bench"]
+    assert [line.split()[0] for line in lines if line.startswith("  ")] == [*LIGHTNING, *COMMANDS]
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))

@@ -24,7 +24,7 @@ from seqrec.datamodules.next_item import NextItemDataModule
 from seqrec.fit import main
 from seqrec.models.next_item.sasrec import SASRec
 from seqrec.tasks.next_item import NextItemTask
-from tests.conftest import write_ml100k
+from tests.conftest import tiny_fit_args, write_ml100k
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,27 +70,18 @@ def test_frozen_negatives_are_identical_on_every_rank(tmp_path):
     assert np.array_equal(arrays[0], arrays[1])
 
 
-def fixture_args(root: Path, runs: Path) -> list[str]:
-    return [
-        "--data.init_args.source.init_args.root", str(root),
-        "--data.init_args.max_len", "16",
-        "--data.init_args.batch_size", "32",
-        "--data.init_args.eval_batch_size", "8",
-        "--trainer.max_epochs", "3",
-        "--trainer.check_val_every_n_epoch", "1",
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.logger.init_args.save_dir", str(runs),
-        "--trainer.logger.init_args.loggers", "[csv]",
-        "--trainer.default_root_dir", str(runs),
-        "--threads", "1",
-    ]
+def ddp_args(root: Path, runs: Path, *extra: str, d_model: int | None = None) -> list[str]:
+    """Two CPU processes under ``configs/trainer/ddp.yaml``: the tiny fit's flags (tests/conftest.py), 3 epochs,
+    evaluation in batches of 8, CSV logging only."""
+    return tiny_fit_args(root, runs, "--config", "configs/trainer/ddp.yaml", "--trainer.devices", "2",
+                         "--trainer.accelerator", "cpu", "--data.init_args.eval_batch_size", "8",
+                         "--trainer.logger.init_args.loggers", "[csv]", *extra, config="configs/sasrec_ml100k.yaml",
+                         max_len=16, batch_size=32, d_model=d_model, max_epochs=3)
 
 
 def test_popularity_refuses_several_processes(tmp_path, capsys):
     root = write_ml100k(tmp_path / "ml", num_users=11)
-    args = ["--config", "configs/sasrec_ml100k.yaml", "--config", "configs/trainer/ddp.yaml",
-            "--trainer.devices", "2", "--trainer.accelerator", "cpu",
-            "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity", *fixture_args(root, tmp_path / "runs")]
+    args = ddp_args(root, tmp_path / "runs", "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity")
     with pytest.raises(SystemExit) as exit_info:
         main(args)
     assert exit_info.value.code == 2
@@ -105,6 +96,7 @@ def evaluate_in_one_process(run_dir: Path, checkpoint: str, out: Path) -> dict[s
     return result
 
 
+@pytest.mark.slow  # a 2-process DDP fit in a subprocess
 def test_two_cpu_processes_report_the_single_process_test_metrics(tmp_path):
     root = write_ml100k(tmp_path / "ml", num_users=61)
     data = NextItemDataModule(MovieLens100K(root=str(root)), max_len=16)
@@ -112,9 +104,7 @@ def test_two_cpu_processes_report_the_single_process_test_metrics(tmp_path):
     users = len(data.datasets["test"])
     assert users % 2 == 1, "the fixture must not split evenly over 2 processes"
     runs = tmp_path / "runs"
-    command = [sys.executable, "-m", "seqrec.fit", "--config", "configs/sasrec_ml100k.yaml",
-               "--config", "configs/trainer/ddp.yaml", "--trainer.devices", "2", "--trainer.accelerator", "cpu",
-               *fixture_args(root, runs), "--model.init_args.model.init_args.d_model", "16"]
+    command = [sys.executable, "-m", "seqrec.fit", *ddp_args(root, runs, d_model=16)]
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(REPO)}
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]

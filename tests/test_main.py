@@ -11,7 +11,7 @@ from tests.test_fit import tiny
 def test_help_lists_every_command(capsys):
     main(["--help"])
     printed = capsys.readouterr().out
-    for command in ("fit", "test", "predict", "serve", "tune", "bench", "repro", "summarize", "lrd"):
+    for command in ("fit", "test", "predict", "serve", "tune", "repro", "summarize", "lrd"):
         assert f"\n  {command} " in printed
 
 

@@ -1,19 +1,22 @@
 """Benchmark reports: one ``## <title>`` section per benchmark in a shared markdown file, medians with spread.
 
-Several benchmarks (the pipeline benchmark, the LRU speed benchmark, ...) write into the same
-``results/BENCHMARKS.md``; each owns one level-2 section and ``write_section`` replaces only that one.
+The one home of the report helpers of the development benchmarks (``benchmarks/``, outside the package) and of
+``python -m seqrec repro`` (its hardware line). Several benchmarks (the pipeline benchmark, the LRU speed
+benchmark, ...) write into the same ``results/BENCHMARKS.md``; each owns one level-2 section and
+``write_section`` replaces only that one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import math
 import os
 import platform
 import stat
 import statistics
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 DEFAULT_PREAMBLE = "# Benchmarks\n\nEach section is written by the benchmark named in it; rerun that command to refresh it.\n"
@@ -115,6 +118,37 @@ def format_spread(values: Sequence[float], digits: int = 0, scale: float = 1.0) 
     if len(values) == 1:
         return fmt.format(median)
     return f"{fmt.format(median)} ({fmt.format(low)}–{fmt.format(high)})"
+
+
+def median(values: Sequence[float]) -> float:
+    """The median of repeated measurements."""
+    return median_and_spread(values)[0]
+
+
+def decimals(value: float, least: int = 1, significant: int = 3) -> int:
+    """Decimals that show ``value`` with at least ``significant`` significant digits (and at least ``least``).
+
+    ``max(least, significant - 1 - floor(log10(value)))``; ``least`` for a value that is not positive and finite.
+    """
+    if value <= 0 or not math.isfinite(value):
+        return least
+    return max(least, significant - 1 - math.floor(math.log10(value)))
+
+
+def spread(values: Sequence[float], least: int = 1) -> str:
+    """``format_spread`` with enough decimals for three significant digits of the median."""
+    return format_spread(values, decimals(median(values), least))
+
+
+def mib(kb: float) -> str:
+    """KiB as whole MiB (``kb / 1024``) with thousands separators."""
+    return f"{kb / 1024:,.0f}"
+
+
+def rss_cell(result: Mapping[str, float]) -> str:
+    """``peak (+increase over the child's post-import baseline)`` in MiB, from a forked phase's
+    ``rss_peak_kb`` and ``rss_baseline_kb``."""
+    return f"{mib(result['rss_peak_kb'])} (+{mib(result['rss_peak_kb'] - result['rss_baseline_kb'])})"
 
 
 def cpu_model() -> str:

@@ -128,7 +128,7 @@ ASSUMED_VALIDATIONS_OF = {"bert4rec": 110}
 MASK_PROB = 0.2  # model/bert4rec.yaml's mask_prob
 # CPU time per MAC of a model's training step relative to LRURec's and SASRec's: BERT4Rec's step (its cloze loss
 # scores a fifth of the positions, so fewer MACs) took 1.06× SASRec's time for 0.81× its MACs, side by side
-# (`python -m seqrec bench speed --threads 1 --parts matmul,train --models SASRec,BERT4Rec`, load 3.6: not quiet)
+# (`python -m benchmarks.speed --threads 1 --parts matmul,train --models SASRec,BERT4Rec`, load 3.6: not quiet)
 CPU_SLOWDOWN = {"bert4rec": 1.31}
 MAX_EPOCHS = 500  # the protocol's cap (protocol/lrurec.yaml): on ML-1M 500 × 56 batches = 28,000 steps, which a
 # BERT4Rec run reaches before the 110 assumed intervals (55,000 steps)
@@ -247,7 +247,7 @@ def assumptions() -> list[str]:
         "their estimates are the least certain (PROTOCOLS.md §1.11 has measured step times).",
         f"CPU: {cpu_macs_per_s() / 1e9:.1f} G multiply-adds/s all-in, calibrated on the last `{config}` sitting "
         f"of this file's history ({steps:,} steps in {seconds:,} s on 2 quiet cores, validations included). LRURec's "
-        "sequential scan at L = 1,000 runs well below that rate (`python -m seqrec bench xlong` measures XLong's step).",
+        "sequential scan at L = 1,000 runs well below that rate (`python -m benchmarks.xlong` measures XLong's step).",
         f"One H200: {H200_MACS_PER_S / 1e12:.0f} T multiply-adds/s effective and at least {H200_STEP_FLOOR_S * 1000:.0f} ms "
         f"per training step (kernel launches of a 2-block d = 64 model), evaluation in batches of {H200_EVAL_BATCH:,} "
         f"at ≥ {H200_EVAL_BATCH_FLOOR_S * 1000:.0f} ms each: assumed, not measured (`scripts/gpu_repro.sh` measures).",

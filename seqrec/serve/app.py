@@ -164,7 +164,7 @@ class InvalidBody(ServingError):
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, at most ``limit`` bytes: a larger declared Content-Length is refused unread, an undeclared
     (chunked) body as soon as the bytes read pass the limit (``BodyTooLarge``)."""
-    fix = f"more than the {limit:,} allowed (serve --max-body-bytes); send fewer events per request"
+    fix = f"more than the {limit:,} allowed (serve --max_body_bytes); send fewer events per request"
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(f"the request body has {int(declared):,} bytes, {fix}")

@@ -2,9 +2,9 @@
 
 A request is parsed and answered in bounded time and memory whatever a client sends:
 
-- the body: at most ``max_body_bytes`` (default 256 KiB, ``serve --max-body-bytes``); a declared larger body is
+- the body: at most ``max_body_bytes`` (default 256 KiB, ``serve --max_body_bytes``); a declared larger body is
   refused (HTTP 413) before a byte of it is read, an undeclared (chunked) one as soon as the bytes read pass the limit;
-- ids: a user or item id longer than ``max_id_length`` characters (default 512, ``serve --max-id-length``) is
+- ids: a user or item id longer than ``max_id_length`` characters (default 512, ``serve --max_id_length``) is
   refused (HTTP 422) before any lookup: the catalogue is a hash map (``seqrec.data.item_map.ItemMap``), so a
   lookup costs O(key length), never the catalogue's size times it;
 - JSON nested past the parser's recursion limit is a 422 (the request bodies are 3 levels deep);
@@ -12,8 +12,8 @@ A request is parsed and answered in bounded time and memory whatever a client se
 
 The body size bounds the work and the memory of one request, and so how long it holds the GIL in one piece (a
 request thread's C calls, parsing above all, are not interrupted for the event loop that answers ``/health``):
-the worst body, short ids, costs ~6.5 ms to parse and ~10 MB of peak RSS per MiB (``python -m seqrec bench
-serve``, part 3), so the default is 256 KiB (~21,000 ids of 8 characters: a history of ~20,000 events in one
+the worst body, short ids, costs ~6.5 ms to parse and ~10 MB of peak RSS per MiB (``python -m benchmarks.serve``
+part 3), so the default is 256 KiB (~21,000 ids of 8 characters: a history of ~20,000 events in one
 request); ids are checked and looked up in slices of ``CHUNK`` for the same reason.
 Clients send more in several requests (event numbers, ``seq``, make that safe).
 """
@@ -39,7 +39,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1 or self.max_id_length < 1:
-            raise ValueError(f"--max-body-bytes and --max-id-length must be >= 1, got {self.max_body_bytes} and "
+            raise ValueError(f"--max_body_bytes and --max_id_length must be >= 1, got {self.max_body_bytes} and "
                              f"{self.max_id_length}")
 
 
@@ -77,5 +77,5 @@ def too_long(ids: Sequence[Any], what: str, limit: int) -> str | None:
     for value in ids:
         length = id_length(value)
         if length > limit:
-            return f"{what}: {length:,} characters, more than the {limit:,} an id may have (serve --max-id-length)"
+            return f"{what}: {length:,} characters, more than the {limit:,} an id may have (serve --max_id_length)"
     return None

@@ -188,7 +188,7 @@ class SQLiteStore(StateStore):
         stored = json.loads(row[0])
         if stored != fingerprint:
             raise self.error(f"written for another model ({describe_mismatch(stored, fingerprint)}); pass a new "
-                             "--store path for this model, or --reset-store to discard the stored states")
+                             "--store path for this model, or --reset_store to discard the stored states")
 
     def load(self, user: str) -> Record | None:
         """The user's record (state, seen items in order), or None."""
@@ -323,7 +323,7 @@ class RedisStore(StateStore):
         stored = json.loads(self.client.hget(key, "model"))
         if stored != fingerprint:
             raise self.error(f"written for another model ({describe_mismatch(stored, fingerprint)}); use another "
-                             "--redis-prefix for this model, or --reset-store")
+                             "--redis_prefix for this model, or --reset_store")
 
     def load(self, user: str) -> Record | None:
         """HGETALL of the user's hash and GET of the packed items, in one round trip."""

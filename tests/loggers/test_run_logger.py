@@ -4,6 +4,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,26 +54,19 @@ def test_logger_names_are_checked():
         RunLogger(loggers=["wandb"])
 
 
-def fit_args(root: Path, run_dir: Path, *extra: str) -> list[str]:
-    return [
-        "--config", "configs/sasrec_ml100k.yaml",
-        "--data.init_args.source.init_args.root", str(root),
-        "--data.init_args.max_len", "12",
-        "--data.init_args.batch_size", "32",
-        "--trainer.max_epochs", "2",
-        "--trainer.check_val_every_n_epoch", "1",
-        "--trainer.log_every_n_steps", "1",
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.logger.init_args.save_dir", str(run_dir),
-        "--trainer.default_root_dir", str(run_dir),
-        "--model.init_args.model.init_args.d_model", "8",
-        "--threads", "1",
-        *extra,
-    ]
+@pytest.fixture
+def fit_args(tiny_fit) -> Callable[..., list[str]]:
+    """``tiny_fit`` (tests/conftest.py): two epochs that log every step, the config named by its path."""
+
+    def args(run_dir: Path, *extra: str) -> list[str]:
+        return tiny_fit(run_dir, "--trainer.log_every_n_steps", "1", *extra, config="configs/sasrec_ml100k.yaml",
+                        max_len=12, batch_size=32, d_model=8, max_epochs=2)
+
+    return args
 
 
-def test_run_without_a_wandb_account_leaves_a_complete_run_directory(ml100k_root, tmp_path, no_account):
-    results = main(fit_args(ml100k_root, tmp_path / "runs"))
+def test_run_without_a_wandb_account_leaves_a_complete_run_directory(fit_args, tmp_path, no_account):
+    results = main(fit_args(tmp_path / "runs"))
     [run] = (tmp_path / "runs" / "sasrec_ml100k").glob("version_*")
     # the CSV record, the report and the offline wandb run all live in the run directory
     for name in ("metrics.csv", "config.yaml", "test_metrics.json", "summary.md", "learning_curve.png", "metrics_at_k.csv"):
@@ -94,8 +88,8 @@ def test_run_without_a_wandb_account_leaves_a_complete_run_directory(ml100k_root
         assert "Would sync 1 run" in out.stdout + out.stderr, out.stdout + out.stderr
 
 
-def test_csv_only_run_has_no_wandb_folder(ml100k_root, tmp_path, no_account):
-    main(fit_args(ml100k_root, tmp_path / "runs", "--trainer.logger.init_args.loggers", "[csv]", "--test", "false",
+def test_csv_only_run_has_no_wandb_folder(fit_args, tmp_path, no_account):
+    main(fit_args(tmp_path / "runs", "--trainer.logger.init_args.loggers", "[csv]", "--test", "false",
                   "--trainer.max_epochs", "1"))
     [run] = (tmp_path / "runs" / "sasrec_ml100k").glob("version_*")
     assert (run / "metrics.csv").is_file() and not (run / "wandb").exists()
@@ -112,17 +106,17 @@ def one_line_error(capsys, args: list[str]) -> str:
     return err[0]
 
 
-def test_unknown_logger_name_fails_with_the_valid_names(ml100k_root, tmp_path, capsys):
-    err = one_line_error(capsys, fit_args(ml100k_root, tmp_path, "--trainer.logger.init_args.loggers", "[csv, tensorboard]"))
+def test_unknown_logger_name_fails_with_the_valid_names(fit_args, tmp_path, capsys):
+    err = one_line_error(capsys, fit_args(tmp_path, "--trainer.logger.init_args.loggers", "[csv, tensorboard]"))
     assert "valid names are ['csv', 'wandb']" in err
     assert not (tmp_path / "sasrec_ml100k").exists()  # rejected before a run directory exists
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="checks the message on a machine without CUDA")
-def test_deepspeed_without_cuda_fails_at_start_and_says_what_to_use(ml100k_root, tmp_path, capsys):
-    err = one_line_error(capsys, fit_args(ml100k_root, tmp_path, "--config", "configs/trainer/deepspeed_stage2.yaml"))
+def test_deepspeed_without_cuda_fails_at_start_and_says_what_to_use(fit_args, tmp_path, capsys):
+    err = one_line_error(capsys, fit_args(tmp_path, "--config", "configs/trainer/deepspeed_stage2.yaml"))
     assert "needs CUDA GPUs" in err and "configs/trainer/ddp.yaml --trainer.accelerator cpu" in err
-    assert "needs CUDA GPUs" in one_line_error(capsys, fit_args(ml100k_root, tmp_path, "--config", "trainer/deepspeed_stage3.yaml"))
+    assert "needs CUDA GPUs" in one_line_error(capsys, fit_args(tmp_path, "--config", "trainer/deepspeed_stage3.yaml"))
 
 
 def test_a_resumed_version_appends_to_metrics_csv_and_tags_its_sitting(tmp_path):

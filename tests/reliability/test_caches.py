@@ -31,6 +31,8 @@ from seqrec.datamodules.next_item import NextItemDataModule
 from tests.conftest import write_ml100k
 from tests.data.sources.test_bars import AMAZON_TEST, AMAZON_TRAIN, write
 
+pytestmark = pytest.mark.slow  # fault injection: corrupt, unwritable and full caches
+
 
 def next_item(base: Path) -> dict[str, np.ndarray]:
     """Sequences, frozen validation/test negatives and item-feature tables of a sampled-evaluation datamodule."""

@@ -19,6 +19,8 @@ from seqrec.__main__ import main
 from seqrec.runs import recorded_best
 from tests.reliability.user_runs import fit_from, weights
 
+pytestmark = pytest.mark.slow  # fault injection: runs moved or missing their data
+
 
 @pytest.fixture(scope="module")
 def projects(tmp_path_factory):

@@ -15,6 +15,8 @@ from seqrec.__main__ import main
 from seqrec.runs import recorded_best
 from tests.reliability.user_runs import fit_from
 
+pytestmark = pytest.mark.slow  # fault injection: predict on broken runs
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):

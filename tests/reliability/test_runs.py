@@ -26,7 +26,9 @@ import torch
 
 from seqrec.callbacks.checkpoint_io import checkpoint_problem
 from seqrec.data.array_cache import verify_arrays
-from tests.conftest import write_ml100k
+from tests.conftest import tiny_fit_args, write_ml100k
+
+pytestmark = pytest.mark.slow  # fault injection: fit processes killed, interrupted and resumed
 
 REPO = Path(__file__).resolve().parents[2]
 EPOCHS = ("--trainer.max_epochs", "6")  # validations after epochs 1, 3, 5 (8 batches an epoch: steps 16, 32, 48)
@@ -39,16 +41,9 @@ CHAIN_STEPS = ["SIGTERM@train_batch=7", "kill@val_batch=1", "none"]
 
 
 def fit_args(root: Path, runs: Path, cadence: tuple[str, ...]) -> list[str]:
-    return [
-        "fit", "--config", "sasrec_ml100k",
-        "--data.init_args.source.init_args.root", str(root),
-        "--data.max_len", "10", "--data.batch_size", "16",
-        "--model.init_args.model.init_args.d_model", "16",
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.logger.init_args.loggers", "[csv]",
-        "--trainer.logger.init_args.save_dir", str(runs),
-        "--threads", "1", *cadence,
-    ]
+    """``seqrec fit`` and the tiny run's flags (tests/conftest.py), CSV logging only, validating at ``cadence``."""
+    return ["fit", *tiny_fit_args(root, runs, "--trainer.logger.init_args.loggers", "[csv]", *cadence,
+                                  config="sasrec_ml100k", val_every=None)]
 
 
 @dataclass

@@ -19,6 +19,8 @@ from seqrec.serve.store import MemoryStore, SQLiteStore  # noqa: E402
 from tests.serve.runs import train  # noqa: E402
 from tests.serve.server import ServerProcess  # noqa: E402
 
+pytestmark = pytest.mark.slow  # fault injection: server processes killed mid-replay
+
 USERS = 8
 
 

@@ -32,6 +32,7 @@ def test_without_a_gpu_it_says_so_and_exits_0(tmp_path):
     assert "no shipped config nope" in run(["--cpu-dry-run", "nope"], tmp_path).stderr
 
 
+@pytest.mark.slow  # the script's 63-second CPU dry run
 def test_cpu_dry_run_runs_cells_in_order_within_the_budget_then_the_gpu_check(tmp_path):
     results = ROOT / "results"
     before = {p.name: p.stat().st_mtime_ns for p in results.iterdir()} if results.is_dir() else {}

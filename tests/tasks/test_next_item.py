@@ -1,7 +1,8 @@
 """End-to-end: the real CLI and the shipped default config, shrunk onto a MovieLens-format fixture."""
 
+import functools
 import json
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -11,27 +12,17 @@ from seqrec.models.next_item.sasrec import SASRec
 from seqrec.tasks.next_item import NextItemTask
 
 
-def fit_args(root: Path, run_dir: Path, *extra: str) -> list[str]:
-    return [
-        "--config", "sasrec_ml100k.yaml",
-        "--data.init_args.source.init_args.root", str(root),
-        "--data.init_args.max_len", "20",
-        "--data.init_args.batch_size", "32",
-        "--trainer.max_epochs", "30",
-        "--trainer.check_val_every_n_epoch", "5",
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.logger.init_args.save_dir", str(run_dir),
-        "--trainer.default_root_dir", str(run_dir),
-        "--model.init_args.model.init_args.d_model", "32",
-        "--threads", "1",
-        *extra,
-    ]
+@pytest.fixture
+def fit_args(tiny_fit) -> Callable[..., list[str]]:
+    """``tiny_fit`` (tests/conftest.py) long enough for SASRec to learn the fixture's next-id walk."""
+    return functools.partial(tiny_fit, max_len=20, batch_size=32, d_model=32, max_epochs=30, val_every=5)
 
 
-def test_end_to_end_fit_beats_popularity(ml100k_root, tmp_path):
-    sasrec = main(fit_args(ml100k_root, tmp_path / "sasrec"))
+@pytest.mark.slow  # a long fit: 30 epochs
+def test_end_to_end_fit_beats_popularity(fit_args, tmp_path):
+    sasrec = main(fit_args(tmp_path / "sasrec"))
     popularity = main(
-        fit_args(ml100k_root, tmp_path / "pop", "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity",
+        fit_args(tmp_path / "pop", "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity",
                  "--trainer.max_epochs", "1", "--trainer.check_val_every_n_epoch", "1")
     )
     assert set(sasrec) >= {"test/hr@10", "test/ndcg@10", "test/mrr@10", "test/hr@20", "test/ndcg@20", "test/map@20"}
@@ -41,16 +32,16 @@ def test_end_to_end_fit_beats_popularity(ml100k_root, tmp_path):
     assert written == pytest.approx(sasrec)
 
 
-def test_unknown_config_key_names_the_key(ml100k_root, tmp_path, capsys):
+def test_unknown_config_key_names_the_key(fit_args, tmp_path, capsys):
     with pytest.raises(SystemExit):
-        main(fit_args(ml100k_root, tmp_path, "--data.init_args.max_lenn", "5"))
+        main(fit_args(tmp_path, "--data.init_args.max_lenn", "5"))
     err = capsys.readouterr().err
     assert "unknown key 'max_lenn'" in err and "valid keys:" in err and "max_len," in err
 
 
-def test_abbreviated_keys_are_rejected(ml100k_root, tmp_path, capsys):
+def test_abbreviated_keys_are_rejected(fit_args, tmp_path, capsys):
     with pytest.raises(SystemExit):
-        main(fit_args(ml100k_root, tmp_path, "--trainer.max_epoch", "5"))  # a prefix of max_epochs
+        main(fit_args(tmp_path, "--trainer.max_epoch", "5"))  # a prefix of max_epochs
     assert "unrecognized arguments: --trainer.max_epoch" in capsys.readouterr().err
 
 
@@ -135,17 +126,18 @@ def test_a_mask_id_is_a_model_input_never_a_label():
         bert.loss({"items": items, "labels": items})
 
 
-def test_bert4rec_trained_by_the_cloze_task_beats_popularity(ml100k_root, tmp_path):
+@pytest.mark.slow  # a long fit: 100 epochs
+def test_bert4rec_trained_by_the_cloze_task_beats_popularity(fit_args, tmp_path):
     # the cloze task labels a fifth of the positions: BERT4Rec needs many more steps than SASRec (batch 8, not 32;
     # lr 3e-3: at 1e-3 it needs 200 epochs for NDCG@10 .42 on this fixture, at 3e-3 100 epochs give .61)
-    bert = main(fit_args(ml100k_root, tmp_path / "bert", "--model.init_args.model",
+    bert = main(fit_args(tmp_path / "bert", "--model.init_args.model",
                          "seqrec.models.next_item.bert4rec.BERT4Rec", "--data.init_args.train_mode", "cloze",
                          "--model.init_args.model.init_args.num_heads", "2", "--model.init_args.model.init_args.dropout",
                          "0.1", "--model.init_args.model.init_args.attention_dropout", "0.1",
                          "--data.init_args.batch_size", "8", "--trainer.max_epochs", "100", "--model.init_args.lr", "3e-3",
                          "--trainer.check_val_every_n_epoch", "20"))
     popularity = main(
-        fit_args(ml100k_root, tmp_path / "pop", "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity",
+        fit_args(tmp_path / "pop", "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity",
                  "--trainer.max_epochs", "1", "--trainer.check_val_every_n_epoch", "1")
     )
     assert bert["test/ndcg@10"] > 2 * popularity["test/ndcg@10"], (bert, popularity)

@@ -266,7 +266,7 @@ class LRULayer(nn.Module):
             log_lambda, gamma = self.coefficients()
             u = self.drive(x.float(), mask, gamma)  # (B, L, H)
             # "auto": the log-depth scan pays off on GPUs; on CPU its O(L log L) memory traffic makes it
-            # 2-3x slower than the O(L) loop (seqrec.bench.lru_speed), so CPUs run the exact sequential
+            # 2-3x slower than the O(L) loop (benchmarks/lru_speed.py), so CPUs run the exact sequential
             # recurrence, compiled ("kernel") where the C++ extension builds
             cpu = u.device.type == "cpu"
             if self.scan == "parallel" or (self.scan == "auto" and not cpu):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -261,24 +262,20 @@ def test_learns_a_sequence_pattern(one_thread):
 # --- the shipped configs, end to end on the MovieLens fixture ---------------------------------------
 
 
-def fit_args(config: str, root: Path, run_dir: Path, *extra: str) -> list[str]:
-    return [
-        "--config", config,
-        "--data.init_args.source.init_args.root", str(root),
-        "--data.init_args.max_len", "10",
-        "--data.init_args.eval_negatives", "9",  # 10 candidates: the @10 metrics stay meaningful
-        "--trainer.max_epochs", "2",
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.logger.init_args.save_dir", str(run_dir),
-        "--trainer.default_root_dir", str(run_dir),
-        "--threads", "1",
-        *extra,
-    ]
+@pytest.fixture
+def fit_args(tiny_fit) -> Callable[..., list[str]]:
+    """``fit_args(config, run_dir, *extra)``: ``tiny_fit`` (tests/conftest.py) of ``config`` for two epochs, with
+    the config's batch size and validation cadence; 10 candidates keep the @10 metrics meaningful."""
+
+    def args(config: str, run_dir: Path, *extra: str) -> list[str]:
+        return tiny_fit(run_dir, "--data.init_args.eval_negatives", "9", *extra, config=config, batch_size=None,
+                        max_epochs=2, val_every=None)
+
+    return args
 
 
-def test_mlp4rec_config_links_features_and_runs(ml100k_root, tmp_path):
-    results = main(fit_args("mlp4rec_ml100k.yaml", ml100k_root, tmp_path, "--model.init_args.model.init_args.d_model", "16",
-                            "--model.init_args.model.init_args.num_layers", "1"))
+def test_mlp4rec_config_links_features_and_runs(fit_args, tmp_path):
+    results = main(fit_args("mlp4rec_ml100k.yaml", tmp_path, "--model.init_args.model.init_args.num_layers", "1"))
     assert set(results) >= {"test/hr@10", "test/ndcg@10", "test/mrr@10"}
     config = next(tmp_path.rglob("config.yaml")).read_text()
     assert "SourceItemFeatures" in config and "negative_sampler: popularity" in config
@@ -289,8 +286,8 @@ def test_mlp4rec_config_links_features_and_runs(ml100k_root, tmp_path):
 
 
 @pytest.mark.parametrize("config", ["sasrec_ml100k_pop100.yaml", "gru4rec_ml100k_pop100.yaml"])
-def test_baseline_configs_run_under_the_same_protocol(config, ml100k_root, tmp_path):
-    results = main(fit_args(config, ml100k_root, tmp_path, "--model.init_args.model.init_args.d_model", "16"))
+def test_baseline_configs_run_under_the_same_protocol(config, fit_args, tmp_path):
+    results = main(fit_args(config, tmp_path))
     assert set(results) >= {"test/hr@10", "test/ndcg@10", "test/mrr@10"}
     written = json.loads(next(tmp_path.rglob("test_metrics.json")).read_text())
     assert written == pytest.approx(results)

@@ -1,6 +1,6 @@
-"""Part 3 of ``python -m seqrec bench serve``: hostile requests against a running server (``seqrec.serve.limits``).
+"""Part 3 of ``python -m benchmarks.serve``: hostile requests against a running server (``seqrec.serve.limits``).
 
-For each request shape of the largest size the server accepts (a body of exactly ``--max-body-bytes``, ids the
+For each request shape of the largest size the server accepts (a body of exactly ``serve --max_body_bytes``, ids the
 catalogue does not have, so the server parses, checks and looks up all of them before its 404), and for the fault
 probe's request (one 1 Mi-character id, refused unread):
 
@@ -176,7 +176,7 @@ def report_lines(results: list[HostileResult], command: str, load: str, max_body
         return "–" if value is None or not np.isfinite(value) else f"{value:,.{digits}f}"
 
     lines = ["## Hostile requests: /health while the largest request is in flight, and the memory it adds", "",
-             f"A server on the LRURec run with `--max-body-bytes {max_body_bytes}` and `--max-id-length {max_id_length}`. Each "
+             f"A server on the LRURec run with `--max_body_bytes {max_body_bytes}` and `--max_id_length {max_id_length}`. Each "
              "request shape is sent back to back by one client (one always in flight) while another asks `/health` every "
              f"{GAP_S * 1e3:.0f} ms; `idle` is `/health` asked the same way just before, with nothing else in flight. The "
              "ids are unknown to the catalogue: the server reads, parses, length-checks and looks up every one before "

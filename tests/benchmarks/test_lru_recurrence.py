@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from seqrec.bench.lru_recurrence import main, recurrence_medians
+from benchmarks.lru_recurrence import main, recurrence_medians
 from seqrec.models.kernels.linear_recurrence import compiled_recurrence
 
 

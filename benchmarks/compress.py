@@ -1,4 +1,4 @@
-"""Long-sequence CTR under state compression: accuracy vs MACs vs stored bytes (``python -m seqrec.bench.compress``).
+"""Long-sequence CTR under state compression: accuracy vs MACs vs stored bytes (``python -m benchmarks.compress``).
 
 For every history length L (``--lengths``, default 50 200 1000, where the data has them) the benchmark
 
@@ -56,7 +56,7 @@ from seqrec.models.ctr.lru import CTRLRU
 from seqrec.models.ctr.transformer import CTRTransformer
 from seqrec.tasks.ctr import trim_padding
 
-log = logging.getLogger("seqrec.bench.compress")
+log = logging.getLogger("benchmarks.compress")
 DEFAULT_METHODS = ["prune", "tome", "streaming", "h2o", "snapkv", "prune-target"]
 NOTES_MARKER = "<!-- notes below this line are kept when the benchmark rewrites the tables -->"
 MAX_TOKEN_LENGTH = 200  # the token budget of a training batch: batch_size × min(L, this)
@@ -409,7 +409,7 @@ def write_report(runs: dict, out_dir: Path, name: str, command: str) -> Path:
     lines = [
         "# Long-sequence CTR: state compression (MALLOC-style benchmark)",
         "",
-        "Produced by `python -m seqrec.bench.compress` (`seqrec/bench/compress.py`; its module docstring describes "
+        "Produced by `python -m benchmarks.compress` (`benchmarks/compress.py`; its module docstring describes "
         "the protocol); each section names its command. `--report-only` redraws this file and the plots from "
         "`compression_<name>.json`.",
         "",
@@ -540,7 +540,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         argv, overrides = argv[:split], argv[split + 1:]
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="python -m seqrec.bench.compress [options] [-- dotted overrides for every build]",
+        usage="python -m benchmarks.compress [options] [-- dotted overrides for every build]",
         epilog="Arguments after -- go to seqrec.build for the data and both models (later ones win), e.g.\n"
                "  -- --data.init_args.source.init_args.path ml-1m.txt --model.init_args.model.init_args.d_model 32",
     )
@@ -575,7 +575,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    command = shlex.join(["python", "-m", "seqrec.bench.compress", *(argv if argv is not None else sys.argv[1:])])
+    command = shlex.join(["python", "-m", "benchmarks.compress", *(argv if argv is not None else sys.argv[1:])])
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     store = out_dir / f"compression_{args.name}.json"

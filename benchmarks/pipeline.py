@@ -1,6 +1,6 @@
 """Pipeline benchmark: preprocessing (cold and cached), training samples/s, full-ranking users/s, peak RSS.
 
-    python -m seqrec.bench.pipeline [--config sasrec_ml100k.yaml] [--data-source ml-1m-lrurec | JSON]
+    python -m benchmarks.pipeline [--config sasrec_ml100k.yaml] [--data-source ml-1m-lrurec | JSON]
         [--repeats 5] [--threads 1] [--max-lens 50,200] [--out results/BENCHMARKS.md]
 
 Everything runs on the config's real data path: its source (or ``--data-source``), its preprocessing,
@@ -45,10 +45,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from seqrec.bench.forked import peak_rss_kb, run_forked, single_optimizer, training_step
-from seqrec.bench.report import format_spread, machine_description, median_and_spread, write_section
+from benchmarks.forked import peak_rss_kb, run_forked, single_optimizer, training_step
+from seqrec.bench.report import format_spread, machine_description, median_and_spread, rss_cell, write_section
 
-log = logging.getLogger("seqrec.bench.pipeline")
+log = logging.getLogger("benchmarks.pipeline")
 
 SHARED_ENV = "SEQREC_SHARED_DATA"
 
@@ -267,7 +267,7 @@ PHASES = {"preprocess": phase_preprocess, "cached": phase_cached, "train": phase
 
 
 def run_phase(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run the phase ``spec["phase"]`` in a forked child (``seqrec.bench.forked``: its own peak RSS)."""
+    """Run the phase ``spec["phase"]`` in a forked child (``benchmarks.forked``: its own peak RSS)."""
     return run_forked(PHASES[spec["phase"]], {**spec, "label": f"{spec['phase']}, max_len {spec.get('max_len', '')}"})
 
 
@@ -331,15 +331,6 @@ def data_source_overrides(value: str | None, preprocessing: str | None) -> tuple
     return overrides, label
 
 
-def _mib(kb: int) -> str:
-    return f"{kb / 1024:,.0f}"
-
-
-def _rss(result: dict[str, Any]) -> str:
-    """``peak (+increase over the child's post-import baseline)`` in MiB."""
-    return f"{_mib(result['rss_peak_kb'])} (+{_mib(result['rss_peak_kb'] - result['rss_baseline_kb'])})"
-
-
 def render(
     args: argparse.Namespace,
     command: str,
@@ -368,12 +359,12 @@ def render(
         "",
         "| preprocessing | ms | peak RSS MiB |",
         "|---|---|---|",
-        f"| cold: `load_sequences` into an empty cache (locate + sha256, parse, preprocess, save) | {ms('cold_s')} | {_rss(pre)} |",
+        f"| cold: `load_sequences` into an empty cache (locate + sha256, parse, preprocess, save) | {ms('cold_s')} | {rss_cell(pre)} |",
         f"| … of which locate + sha256 of the raw files (`source.prepare`) | {ms('prepare_s')} | |",
         f"| … of which parse (`source.load`) | {ms('parse_s')} | |",
         f"| … of which filters, ordering, remapping (`preprocess`) | {ms('preprocess_s')} | |",
         f"| … of which atomic write of the cache (`Sequences.save`) | {ms('save_s')} | |",
-        f"| cached: `Sequences.load` | {ms('load_s', cached)} | {_rss(cached)} |",
+        f"| cached: `Sequences.load` | {ms('load_s', cached)} | {rss_cell(cached)} |",
         f"| cached: full cache hit of `load_sequences` (fingerprint + load) | {ms('hit_s', cached)} | |",
         "",
         "| max_len | train examples | train samples/s | train tokens/s | ms/step | loader alone, samples/s "
@@ -384,8 +375,8 @@ def render(
         lines.append(
             f"| {max_len} | {train['train_examples']:,} | {format_spread(train['samples_per_s'])} | "
             f"{format_spread(train['tokens_per_s'])} | {format_spread(train['ms_per_step'], 1)} | "
-            f"{format_spread(train['loader_samples_per_s'])} | {_rss(train)} | "
-            f"{format_spread(ev['users_per_s'])} | {_rss(ev)} |"
+            f"{format_spread(train['loader_samples_per_s'])} | {rss_cell(train)} | "
+            f"{format_spread(ev['users_per_s'])} | {rss_cell(ev)} |"
         )
     lines += [
         "",
@@ -470,7 +461,7 @@ def main(argv: list[str] | None = None) -> str:
         shutil.rmtree(root, ignore_errors=True)
 
     given = list(sys.argv[1:] if argv is None else argv)
-    command = "python -m seqrec.bench.pipeline" + (" " + shlex.join(given) if given else "")
+    command = "python -m benchmarks.pipeline" + (" " + shlex.join(given) if given else "")
     body = render(args, command, pre, cached, runs, time.perf_counter() - started, machine)
     title = args.title or f"Pipeline: {config_name} on {label or pre['source_name']}"
     print(f"## {title}\n\n{body}")

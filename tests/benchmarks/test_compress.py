@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from seqrec.bench import compress as bench
+import pytest
+
+from benchmarks import compress as bench
 
 
 def tiny_overrides(ml100k_root) -> list[str]:
@@ -13,6 +15,7 @@ def tiny_overrides(ml100k_root) -> list[str]:
     return ["--", "--data.init_args.source", json.dumps(source), "--model.init_args.model.init_args.d_model", "16"]
 
 
+@pytest.mark.slow  # a benchmark smoke run (trains two backbones)
 def test_bench_writes_table_json_and_plot(tmp_path, ml100k_root):
     out = tmp_path / "results"
     runs = bench.main([

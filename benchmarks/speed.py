@@ -1,7 +1,7 @@
 """Speed: this machine's arithmetic limit, training steps against it, full-ranking validation, the official
 LRURec code side by side, and the time to RecBole's 3-epoch SASRec figure.
 
-    python -m seqrec bench speed [--threads 1] [--repeats 5] [--steps 5] [--warmup 2]
+    python -m benchmarks.speed [--threads 1] [--repeats 5] [--steps 5] [--warmup 2]
         [--official-lrurec DIR] [--out results/BENCHMARKS.md]
         [--ml1m-data ml-1m-lrurec | JSON] [--ml100k-data JSON] [--set KEY=VALUE ...]
         [--parts matmul,train,eval,official,fit] [--models SASRec,BERT4Rec] [--matmul-size 2048]
@@ -38,7 +38,7 @@ One section, "Speed", in ``--out``; every figure is the median of ``--repeats`` 
    process that has imported torch and seqrec, and its test NDCG@10; the target is at most 5 % of
    RecBole's time with the test figure reached.
 
-Each phase runs in its own forked child (as in ``seqrec.bench.pipeline``), so peak RSS (``ru_maxrss``) is
+Each phase runs in its own forked child (as in ``benchmarks.pipeline``), so peak RSS (``ru_maxrss``) is
 per phase; every data set is prepared (cache built) in a child of its own before anything is measured.
 Every run is built by ``seqrec.build.build``; ``--set KEY=VALUE`` adds ``--KEY VALUE`` to every build
 (e.g. ``--set data.max_len=10`` for a smoke run). Without $SEQREC_SHARED_DATA the ML-1M rows (training,
@@ -64,10 +64,18 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from seqrec.bench.forked import peak_rss_kb as _rss_kb
-from seqrec.bench.forked import run_forked, single_optimizer, training_step
-from seqrec.bench.pipeline import PRESETS, SHARED_ENV, data_source_overrides
-from seqrec.bench.report import format_spread, machine_description, median_and_spread, write_section
+from benchmarks.forked import peak_rss_kb as _rss_kb
+from benchmarks.forked import run_forked, single_optimizer, training_step
+from benchmarks.pipeline import PRESETS, SHARED_ENV, data_source_overrides
+from seqrec.bench.report import (
+    decimals,
+    format_spread,
+    machine_description,
+    median,
+    rss_cell,
+    spread,
+    write_section,
+)
 
 TITLE = "Speed"
 PARTS = ("matmul", "train", "eval", "official", "fit")
@@ -122,7 +130,7 @@ def _endless(loader: Any) -> Iterator[Any]:
 
 
 def _training_step(run: Any, task: Any) -> Callable[[dict[str, Any]], None]:
-    """One optimiser step as the trainer runs it (``seqrec.bench.forked.training_step`` with this run's
+    """One optimiser step as the trainer runs it (``benchmarks.forked.training_step`` with this run's
     clipping and precision context)."""
     trainer_cfg = run.config.trainer
     return training_step(task, single_optimizer(task), getattr(trainer_cfg, "gradient_clip_val", None),
@@ -498,33 +506,6 @@ def ml1m_unavailable(value: str) -> str | None:
     return None
 
 
-def _mib(kb: float) -> str:
-    """KiB as whole MiB with thousands separators."""
-    return f"{kb / 1024:,.0f}"
-
-
-def _rss(result: dict[str, Any]) -> str:
-    """``peak (+increase over the child's post-import baseline)`` in MiB."""
-    return f"{_mib(result['rss_peak_kb'])} (+{_mib(result['rss_peak_kb'] - result['rss_baseline_kb'])})"
-
-
-def _digits(value: float, least: int = 1, significant: int = 3) -> int:
-    """Decimals that show ``value`` with at least ``significant`` significant digits (and at least ``least``)."""
-    if value <= 0 or not math.isfinite(value):
-        return least
-    return max(least, significant - 1 - math.floor(math.log10(value)))
-
-
-def _spread(values: list[float], least: int = 1) -> str:
-    """``format_spread`` with enough decimals for three significant digits of the median."""
-    return format_spread(values, _digits(_median(values), least))
-
-
-def _median(values: list[float]) -> float:
-    """The median of repeated measurements."""
-    return median_and_spread(values)[0]
-
-
 def _ratio(values: list[float], scale: float, digits: int = 2) -> str:
     """``format_spread`` of each value divided by ``scale``, with a × sign."""
     return format_spread([v / scale for v in values], digits) + "×"
@@ -534,7 +515,7 @@ def _best_rate(matmul: dict[str, Any] | None, dtype: str) -> float | None:
     """The best median rate (G MACs/s) measured for ``dtype`` over the shapes."""
     if matmul is None:
         return None
-    rates = [_median(v) for k, v in matmul["gmacs_per_s"].items() if k.endswith("/" + dtype)]
+    rates = [median(v) for k, v in matmul["gmacs_per_s"].items() if k.endswith("/" + dtype)]
     return max(rates) if rates else None
 
 
@@ -567,8 +548,8 @@ def render(ctx: dict[str, Any]) -> str:
         ]
         for name, (m, k, n) in ctx["shapes"].items():
             lines.append(
-                f"| {name} | ({m:,}×{k:,})·({k:,}×{n:,}) | {_spread(matmul['gmacs_per_s'][f'{name}/float32'])} | "
-                f"{_spread(matmul['gmacs_per_s'][f'{name}/bfloat16'])} |"
+                f"| {name} | ({m:,}×{k:,})·({k:,}×{n:,}) | {spread(matmul['gmacs_per_s'][f'{name}/float32'])} | "
+                f"{spread(matmul['gmacs_per_s'][f'{name}/bfloat16'])} |"
             )
 
     train = results.get("train", {})
@@ -598,10 +579,10 @@ def render(ctx: dict[str, Any]) -> str:
                 limit_ms = macs / (rate * 1e9) * 1e3 if macs and rate else None
                 lines.append(
                     f"| {label} | `{config}` | {precision} | {row['batch_size']} × {row['max_len']} | "
-                    f"{_spread(row['ms_per_step'])} | {format_spread(row['samples_per_s'], 1)} | "
-                    f"{format_spread(row['tokens_per_s'])} | {_rss(row)} | "
-                    f"{f'{macs / 1e9:,.{_digits(macs / 1e9, 2)}f}' if macs else '–'} | "
-                    f"{f'{limit_ms:,.{_digits(limit_ms)}f}' if limit_ms else '–'} | "
+                    f"{spread(row['ms_per_step'])} | {format_spread(row['samples_per_s'], 1)} | "
+                    f"{format_spread(row['tokens_per_s'])} | {rss_cell(row)} | "
+                    f"{f'{macs / 1e9:,.{decimals(macs / 1e9, 2)}f}' if macs else '–'} | "
+                    f"{f'{limit_ms:,.{decimals(limit_ms)}f}' if limit_ms else '–'} | "
                     f"{_ratio(row['ms_per_step'], limit_ms, 1) if limit_ms else '–'} |"
                 )
         checks = []
@@ -629,8 +610,8 @@ def render(ctx: dict[str, Any]) -> str:
             row = evaluation.get(label)
             if row is not None:
                 lines.append(
-                    f"| {label} | `{config}` | {row['users']:,} | {_spread(row['seconds'])} | "
-                    f"{format_spread(row['users_per_s'])} | {_rss(row)} |"
+                    f"| {label} | `{config}` | {row['users']:,} | {spread(row['seconds'])} | "
+                    f"{format_spread(row['users_per_s'])} | {rss_cell(row)} |"
                 )
 
     official = results.get("official")
@@ -654,14 +635,14 @@ def render(ctx: dict[str, Any]) -> str:
             f"({args.warmup + args.steps} steps).",
             "",
             "| | ours | official | ours / official |", "|---|---|---|---|",
-            f"| training step, ms | {_spread(steps['ours'])} | {_spread(steps['official'])} | "
-            f"{_median(steps['ours']) / _median(steps['official']):.2f}× |",
-            f"| training peak RSS MiB | {_rss(memory['ours'])} | {_rss(memory['official'])} | "
+            f"| training step, ms | {spread(steps['ours'])} | {spread(steps['official'])} | "
+            f"{median(steps['ours']) / median(steps['official']):.2f}× |",
+            f"| training peak RSS MiB | {rss_cell(memory['ours'])} | {rss_cell(memory['official'])} | "
             f"{memory['ours']['rss_peak_kb'] / memory['official']['rss_peak_kb']:.2f}× |",
-            f"| validation pass ({side['users']:,} users), s | {_spread(val['ours'])} | "
-            f"{_spread(val['official'])} | {_median(val['ours']) / _median(val['official']):.2f}× |",
-            f"| … official scoring only (without its argsort), s | | {_spread(val['official_scoring'])} | "
-            f"{_median(val['ours']) / _median(val['official_scoring']):.2f}× |",
+            f"| validation pass ({side['users']:,} users), s | {spread(val['ours'])} | "
+            f"{spread(val['official'])} | {median(val['ours']) / median(val['official']):.2f}× |",
+            f"| … official scoring only (without its argsort), s | | {spread(val['official_scoring'])} | "
+            f"{median(val['ours']) / median(val['official_scoring']):.2f}× |",
         ]
 
     fit = results.get("fit")
@@ -670,7 +651,7 @@ def render(ctx: dict[str, Any]) -> str:
         ndcg = [r["results"].get("test/ndcg@10", float("nan")) for r in fit]
         summary = fit[0]["summary"]
         target = TARGET_SHARE * RECBOLE["seconds"]
-        median_s = _median(seconds)
+        median_s = median(seconds)
         lines += [
             "", "### Time to RecBole's 3-epoch SASRec figure", "",
             f"`python -m seqrec fit --config {FIT_CONFIG} --trainer.max_epochs {args.fit_epochs} "
@@ -683,15 +664,15 @@ def render(ctx: dict[str, Any]) -> str:
             f"{RECBOLE['seconds']:.0f} s; the target is at most {TARGET_SHARE:.0%} of that ({target:.2f} s).",
             "",
             "| | seqrec | RecBole 1.2.1 | seqrec / RecBole |", "|---|---|---|---|",
-            f"| wall time of fit + test, s | {_spread(seconds)} | {RECBOLE['seconds']:.0f} | "
+            f"| wall time of fit + test, s | {spread(seconds)} | {RECBOLE['seconds']:.0f} | "
             f"{_ratio(seconds, RECBOLE['seconds'], 3)} |",
             f"| test NDCG@10 | {format_spread(ndcg, 4)} | {RECBOLE['ndcg@10']} | {_ratio(ndcg, RECBOLE['ndcg@10'])} |",
             "",
             f"Target ≤ {TARGET_SHARE:.2f} × {RECBOLE['seconds']:.0f} s: time {'met' if median_s <= target else 'not met'} "
             f"(median {median_s / RECBOLE['seconds']:.3f} × RecBole's time); test NDCG@10 "
-            f"{'reaches' if _median(ndcg) >= RECBOLE['ndcg@10'] else 'below'} RecBole's {RECBOLE['ndcg@10']} "
-            f"(median {_median(ndcg):.4f}), so RecBole's figure is "
-            f"{'matched' if median_s <= target and _median(ndcg) >= RECBOLE['ndcg@10'] else 'not matched'} "
+            f"{'reaches' if median(ndcg) >= RECBOLE['ndcg@10'] else 'below'} RecBole's {RECBOLE['ndcg@10']} "
+            f"(median {median(ndcg):.4f}), so RecBole's figure is "
+            f"{'matched' if median_s <= target and median(ndcg) >= RECBOLE['ndcg@10'] else 'not matched'} "
             f"within the target.",
         ]
     return "\n".join(lines) + "\n"
@@ -807,7 +788,7 @@ def main(argv: list[str] | None = None) -> str:
     if "matmul" in parts:
         results["matmul"] = run_forked(phase_matmul, {**base, "label": "matmul", "shapes": shapes,
                                                       "min_seconds": args.matmul_seconds})
-        note("matmul: " + ", ".join(f"{k} {_median(v):,.1f} G MACs/s" for k, v in results["matmul"]["gmacs_per_s"].items()))
+        note("matmul: " + ", ".join(f"{k} {median(v):,.1f} G MACs/s" for k, v in results["matmul"]["gmacs_per_s"].items()))
     if "train" in parts:
         results["train"] = {}
         for label, config, key in train_rows:
@@ -818,21 +799,21 @@ def main(argv: list[str] | None = None) -> str:
                 row = run_forked(phase_train, {**base, "label": f"train {label} {precision}",
                                                "args": build_args(config, key, *extra), "count_macs": precision == "fp32"})
                 results["train"][(label, precision)] = row
-                note(f"train {label} {precision}: {_median(row['ms_per_step']):,.1f} ms/step")
+                note(f"train {label} {precision}: {median(row['ms_per_step']):,.1f} ms/step")
     if "eval" in parts and "ml1m" in data_args:
         results["eval"] = {}
         for label, config in eval_rows:
             row = run_forked(phase_eval, {**base, "label": f"eval {label}", "args": build_args(config, "ml1m")})
             results["eval"][label] = row
-            note(f"validation {label}: {_median(row['seconds']):,.2f} s/pass")
+            note(f"validation {label}: {median(row['seconds']):,.2f} s/pass")
     if "official" in parts and "ml1m" in data_args:
         spec = {**base, "args": build_args(OFFICIAL_CONFIG, "ml1m")}
         side = run_forked(phase_official, {**spec, "label": "official side by side"})
         memory = {which: run_forked(phase_memory, {**spec, "label": f"memory {which}", "which": which})
                   for which in ("ours", "official")}
         results["official"] = {"side": side, "memory": memory}
-        note(f"official: ours {_median(side['step_ms']['ours']):,.1f} ms/step, official "
-             f"{_median(side['step_ms']['official']):,.1f} ms/step")
+        note(f"official: ours {median(side['step_ms']['ours']):,.1f} ms/step, official "
+             f"{median(side['step_ms']['official']):,.1f} ms/step")
     if "fit" in parts:
         runs = []
         for r in range(args.repeats):
@@ -852,7 +833,7 @@ def main(argv: list[str] | None = None) -> str:
     given = list(sys.argv[1:] if argv is None else argv)
     body = render({
         "args": args, "results": results, "skipped": skipped, "prepared": prepared, "shapes": shapes,
-        "command": "python -m seqrec bench speed" + (" " + shlex.join(given) if given else ""),
+        "command": "python -m benchmarks.speed" + (" " + shlex.join(given) if given else ""),
         "machine": machine, "load_start": load_start, "load_end": os.getloadavg(),
         "wall_s": time.perf_counter() - started, "official_dir": official_dir,
     })

@@ -1,4 +1,4 @@
-"""``python -m seqrec bench serve``: serving measured end to end (results/SERVING.md and its PNG).
+"""``python -m benchmarks.serve``: serving measured end to end (results/SERVING.md and its PNG).
 
 Two parts, each figure printed with the command behind it:
 
@@ -18,7 +18,7 @@ Two parts, each figure printed with the command behind it:
    a compressed KV cache at each ``--budgets`` fraction); the attention models are rebuilt with the trained
    runs' hyperparameters and ``max_len`` >= the longest L (random weights: cost does not depend on them). Goal:
    LRURec's event latency at L=1,000 <= 1.2x at L=50.
-3. **Hostile requests** (``seqrec.bench.serve_limits``): a server on the first served model with its default limits;
+3. **Hostile requests** (``benchmarks.serve_limits``): a server on the first served model with its default limits;
    ``/health`` latency while a request of the largest accepted size is in flight (goal: p99 within 2x the idle
    p99) and the peak RSS that request adds (goal: under 10 MB), for ``--hostile-seconds`` per request shape.
 
@@ -48,19 +48,19 @@ from typing import Any
 
 import numpy as np
 
-from seqrec.atomic import write_text
-from seqrec.bench.serve_limits import (
+from benchmarks.serve_limits import (
     HostileResult,
     measure_shape,
     percentile_ms,
     proc_status_bytes,
     report_lines,
 )
-from seqrec.bench.serve_limits import shapes as hostile_shapes
+from benchmarks.serve_limits import shapes as hostile_shapes
+from seqrec.atomic import write_text
 from seqrec.runs import newest_version
 from seqrec.serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ID_LENGTH
 
-log = logging.getLogger("seqrec.bench.serve")
+log = logging.getLogger("benchmarks.serve")
 SHARED_ENV = "SEQREC_SHARED_DATA"
 MODELS = {"lru": "lru_ml1m", "sasrec": "sasrec_ml1m", "ctr": "ctr_transformer_ml1m"}
 NO_FILTERS = {"min_rating": None, "dedupe_consecutive": False, "min_item_interactions": 0,
@@ -126,7 +126,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = [sys.executable, "-m", "seqrec", "serve", str(run), "--port", str(self.port), "--store", str(store),
-                        "--reset-store", "--threads", str(threads), "--sync", sync, "--log-level", "warning", *extra]
+                        "--reset_store", "--threads", str(threads), "--sync", sync, "--log_level", "warning", *extra]
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 300.0) -> Server:
@@ -358,9 +358,9 @@ def replay_model(name: str, run_dir: Path, train_cmd: list[str], extra: list[str
 
 # --- part 3: hostile requests --------------------------------------------------------------------------------
 def hostile_requests(run_dir: Path, args: argparse.Namespace, work: Path) -> list[HostileResult]:
-    """Part 3 (``seqrec.bench.serve_limits``): per request shape, a fresh server of ``run_dir`` with the limits."""
+    """Part 3 (``benchmarks.serve_limits``): per request shape, a fresh server of ``run_dir`` with the limits."""
     out = []
-    limits = ["--max-body-bytes", str(args.max_body_bytes), "--max-id-length", str(args.max_id_length)]
+    limits = ["--max_body_bytes", str(args.max_body_bytes), "--max_id_length", str(args.max_id_length)]
     for label, body, ids in hostile_shapes(args.max_body_bytes, args.max_id_length):
         server = Server(run_dir, work / "state-hostile.sqlite", limits, args.server_threads, args.sync).start()
         try:
@@ -521,7 +521,7 @@ def report(served: list[ServedResult], swept: list[SweepResult], args: argparse.
            seconds: float) -> str:
     """results/SERVING.md."""
     smoke = args.events < 1000 or args.sweep_events < 50
-    lines = ["# Serving: latency, throughput and state (`python -m seqrec bench serve`)", ""]
+    lines = ["# Serving: latency, throughput and state (`python -m benchmarks.serve`)", ""]
     if smoke:
         lines += [f"> **Smoke-size run** ({args.events} events per level, {args.sweep_events} timed events per length, "
                   f"{args.epochs}-epoch models) on a shared {os.cpu_count()}-core machine with the client on the same "
@@ -632,7 +632,7 @@ def store_size_table(swept: list[SweepResult], served: list[ServedResult]) -> li
 # --- the command ---------------------------------------------------------------------------------------------
 def parser() -> argparse.ArgumentParser:
     """The benchmark's options (module docstring)."""
-    p = argparse.ArgumentParser(prog="python -m seqrec bench serve", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.serve", description=__doc__.split("\n\n")[0])
     shared = os.environ.get(SHARED_ENV)
     p.add_argument("--data", type=Path, default=Path(shared) / "lrurec" / "ml-1m.txt.gz" if shared else None,
                    help="LRURec's ml-1m.txt(.gz) (default: $SEQREC_SHARED_DATA/lrurec/ml-1m.txt.gz)")
@@ -677,7 +677,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import seqrec
 
     torch.set_num_threads(args.threads)
-    command = shlex.join(["python", "-m", "seqrec", "bench", "serve", *argv])
+    command = shlex.join(["python", "-m", "benchmarks.serve", *argv])
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     started = time.perf_counter()
     names = [m.strip() for m in args.models.split(",") if m.strip()]

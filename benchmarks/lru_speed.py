@@ -1,6 +1,6 @@
 """LRURec speed: training throughput, parallel vs sequential scan, O(1) recurrent inference.
 
-    python -m seqrec.bench.lru_speed [--out PATH] [--repeats 3] [--lengths 200,1000] [--histories 50,1000]
+    python -m benchmarks.lru_speed [--out PATH] [--repeats 3] [--lengths 200,1000] [--histories 50,1000]
         [--threads N]
 
 Every number is the median of ``--repeats`` timings; the cases of one table are timed interleaved
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> str:
     header = (
         f"torch {torch.__version__}, {platform.machine()} CPU, {torch.get_num_threads()} threads, "
         f"median of {args.repeats}, total {time.perf_counter() - start:.0f} s. "
-        f"Command: `python -m seqrec.bench.lru_speed {' '.join(argv if argv is not None else sys.argv[1:])}`"
+        f"Command: `python -m benchmarks.lru_speed {' '.join(argv if argv is not None else sys.argv[1:])}`"
     )
     if hasattr(os, "getloadavg"):  # other processes on a shared machine slow every case alike
         header += f"\n\nLoad average (1 min) at start / end: {load_before:.1f} / {os.getloadavg()[0]:.1f}."

@@ -1,4 +1,4 @@
-"""``python -m seqrec bench serve`` end to end at a tiny size, on the fixture runs (``tests/serve/runs.py``) placed
+"""``python -m benchmarks.serve`` end to end at a tiny size, on tiny fixture runs (``tests/serve/runs.py``) placed
 where the benchmark looks for its runs: it replays over HTTP at two concurrency levels, sweeps history lengths,
 and writes the report and the PNG."""
 
@@ -6,23 +6,36 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
-from seqrec.__main__ import main
+from benchmarks.serve import main
+from tests.serve.runs import train
 
 pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'seqrec[serve]')")
 pytest.importorskip("httpx", reason="the serve extra is not installed (pip install 'seqrec[serve]')")
 
 
-@pytest.mark.slow
+pytestmark = pytest.mark.slow  # trains two runs, then servers over HTTP for seconds
+
+
+@pytest.fixture(scope="module")
+def serve_runs(tmp_path_factory) -> dict[str, Path]:
+    """Run directories of the tiny lru and ctr runs of ``tests/serve/runs.py`` (their caches in a private folder)."""
+    root = tmp_path_factory.mktemp("bench-serve-runs")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SEQREC_CACHE", str(root / "cache"))
+        return {name: train(root, name) for name in ("lru", "ctr")}
+
+
 def test_bench_serve_smoke(tmp_path, serve_runs):
     runs = tmp_path / "runs"
     for name, experiment in (("lru", "lru_ml1m"), ("ctr", "ctr_transformer_ml1m")):
         shutil.copytree(serve_runs[name], runs / experiment / "version_0")
     data = serve_runs["ctr"].parents[2] / "pairs.txt"  # --data must exist; the runs are there already
     out = tmp_path / "SERVING.md"
-    figures = main(["bench", "serve", "--data", str(data), "--runs-dir", str(runs), "--models", "lru,ctr",
+    figures = main(["--data", str(data), "--runs-dir", str(runs), "--models", "lru,ctr",
                     "--clients", "1,2", "--events", "4", "--seconds", "30", "--lengths", "5,20", "--sweep-events", "3",
                     "--budgets", "0.5", "--sync", "normal", "--hostile-seconds", "0.5", "--out", str(out),
                     "--json", str(tmp_path / "serving.json")])

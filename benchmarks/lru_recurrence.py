@@ -1,6 +1,6 @@
 """LRURec's recurrence alone, forward + backward: the compiled kernel vs the torch loop vs the parallel scan.
 
-    python -m seqrec.bench.lru_recurrence [--batch 128] [--length 200] [--width 64] [--repeats 20] [--threads 1]
+    python -m benchmarks.lru_recurrence [--batch 128] [--length 200] [--width 64] [--repeats 20] [--threads 1]
 
 Times h_t = λ ⊙ h_{t-1} + u_t (complex64, u (B, L, H)) and its adjoint for a fixed upstream gradient
 (``torch.autograd.grad(h, (log λ, u), G)``), through ``sequential_scan(compiled=True)``, ``sequential_scan``

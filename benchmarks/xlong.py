@@ -1,6 +1,6 @@
 """XLong at its size, on an XLong-shaped synthetic corpus: preprocessing, cache, training step, evaluation.
 
-    python -m seqrec bench xlong [--scale 1.0] [--configs lru_xlong,sasrec_xlong] [--threads N]
+    python -m benchmarks.xlong [--scale 1.0] [--configs lru_xlong,sasrec_xlong] [--threads N]
         [--steps 5] [--warmup 2] [--eval-batches 4] [--catalogue-users 256]
         [--catalogue-chunks 65536,262144,1048576] [--max-len 1000] [--batch-size 32] [--eval-negatives 10000]
         [--work DIR] [--out results/BENCHMARKS.md]
@@ -52,8 +52,8 @@ from typing import Any
 
 import numpy as np
 
-from seqrec.bench.forked import peak_rss_kb, run_forked, single_optimizer, training_step
-from seqrec.bench.report import machine_description, write_section
+from benchmarks.forked import peak_rss_kb, run_forked, single_optimizer, training_step
+from seqrec.bench.report import format_spread, machine_description, median, write_section
 
 TITLE = "XLong-shaped synthetic corpus"
 XLONG_USERS, XLONG_ITEMS, XLONG_MEAN_LENGTH = 69_691, 2_122_932, 958.8
@@ -302,16 +302,6 @@ def phase_catalogue(spec: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _median(values: list[float]) -> float:
-    return float(statistics.median(values))
-
-
-def _spread(values: list[float], fmt: str = ",.2f") -> str:
-    if len(values) == 1:
-        return format(values[0], fmt)
-    return f"{format(_median(values), fmt)} ({format(min(values), fmt)}–{format(max(values), fmt)})"
-
-
 def estimate_hours(step_s: float, eval_users_per_s: float) -> float:
     """Hours of one converged run: 60,000 steps and 32 evaluation passes over XLong's 69,691 users."""
     return (STEPS_TO_CONVERGE * step_s + EVAL_PASSES * XLONG_USERS / eval_users_per_s) / 3600
@@ -352,12 +342,12 @@ def render(results: dict[str, Any], command: str, machine: str, load_end: str) -
               "|---|---|---|---|---|---|---|---|"]
     for config, row in results["models"].items():
         train, evaluation = row["train"], row["eval"]
-        step = _median(train["step_s"])
-        users = _median(evaluation["users_per_s"])
+        step = median(train["step_s"])
+        users = median(evaluation["users_per_s"])
         cpu = estimate_hours(step, users)
         gpu = estimate_seconds(config, "h200") / 3600
-        lines.append(f"| {config} | {_spread(train['step_s'])} | {_median(train['positions']):,.0f} | {train['peak_rss_mib']:,.0f} "
-                     f"| {train['loader_samples_per_s']:,.0f} | {_spread(evaluation['users_per_s'], ',.1f')} "
+        lines.append(f"| {config} | {format_spread(train['step_s'], 2)} | {median(train['positions']):,.0f} | {train['peak_rss_mib']:,.0f} "
+                     f"| {train['loader_samples_per_s']:,.0f} | {format_spread(evaluation['users_per_s'], 1)} "
                      f"| {evaluation['peak_rss_mib']:,.0f} | {cpu:,.1f} / {gpu:,.2f} |")
     first = next(iter(results["models"].values()))["train"]
     lines += ["", f"Training: batch {first['batch']}, L = {first['length']}, the step = forward, "
@@ -370,7 +360,7 @@ def render(results: dict[str, Any], command: str, machine: str, load_end: str) -
     cat = results.get("catalogue")
     if cat:
         lru = next((row for config, row in results["models"].items() if config.startswith("lru")), None)
-        forward = _median(lru["eval"]["forward_users_per_s"]) if lru else None
+        forward = median(lru["eval"]["forward_users_per_s"]) if lru else None
         lines += ["", f"Full-catalogue ranking, the exact alternative (`catalogue_scan` over {cat['items']:,} items"
                   + (", XLong's catalogue whatever the scale" if cat["items"] == XLONG_ITEMS else "")
                   + f", {cat['users']:,} users in batches of {cat['batch']}, no history masking, "
@@ -381,7 +371,7 @@ def render(results: dict[str, Any], command: str, machine: str, load_end: str) -
                   "|---|---|---|---|---|---|"]
         for row in cat["rows"]:
             end_to_end = 1 / (1 / row["users_per_s"] + 1 / forward) if forward else float("nan")
-            lines.append(f"| {row['dtype']} | {row['chunk']:,} | {_spread([cat['users'] / s for s in row['seconds']], ',.1f')} "
+            lines.append(f"| {row['dtype']} | {row['chunk']:,} | {format_spread([cat['users'] / s for s in row['seconds']], 1)} "
                          f"| {end_to_end:,.1f} | {row['ranks_differ']} | {row['median_rank_ratio']:.4f} |")
         lines += ["", "bf16 runs the scoring products under CPU autocast: its scores keep 8 significant bits, so many more "
                   "items tie with the target, and ties count for the target (PROTOCOLS.md §6); the rank changes are "
@@ -445,7 +435,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results["catalogue"] = run_forked(phase_catalogue, base)
     results["wall_s"] = time.perf_counter() - started
     load = os.getloadavg()
-    command = "python -m seqrec bench xlong " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks.xlong " + " ".join(argv if argv is not None else sys.argv[1:])
     section = render(results, command.strip(), machine, f"{load[0]:.2f} (1 min), {load[1]:.2f} (5 min)")
     write_section(args.out, TITLE, section)
     print(section)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from seqrec.bench import speed
+from benchmarks import speed
 from seqrec.bench.report import split_sections
 from tests.conftest import write_ml100k
 
@@ -72,6 +72,7 @@ def _positive_numbers(cells: list[str]) -> list[float]:
     return values
 
 
+@pytest.mark.slow  # a benchmark smoke run (forked phases)
 def test_speed_smoke_every_table_with_the_official_code(tmp_path: Path) -> None:
     official = tmp_path / "official" / "model"
     official.mkdir(parents=True)
@@ -83,7 +84,7 @@ def test_speed_smoke_every_table_with_the_official_code(tmp_path: Path) -> None:
     text = out.read_text()
     assert "## Other\n\nkept" in text  # other sections survive
     body = _body(out)
-    assert "python -m seqrec bench speed --repeats 2" in body
+    assert "python -m benchmarks.speed --repeats 2" in body
     assert "at start" in body and "at end" in body and "torch " in body
     assert "80 users, 130 items" in body  # the fixture, not the real data
     for heading in TABLES:
@@ -120,6 +121,7 @@ def test_speed_smoke_every_table_with_the_official_code(tmp_path: Path) -> None:
     assert re.search(r"Target ≤ 0\.05 × 333 s: time (met|not met) .* RecBole.s figure is (matched|not matched)", body)
 
 
+@pytest.mark.slow  # a benchmark smoke run (forked phases)
 def test_speed_without_shared_data_nor_lrurec_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv("SEQREC_SHARED_DATA", raising=False)
@@ -149,6 +151,7 @@ def test_speed_arguments_fail_early(tmp_path: Path) -> None:
         speed.main(["--set", "no-equals-sign"])
 
 
+@pytest.mark.slow  # a benchmark smoke run (forked phases)
 def test_models_restricts_the_training_and_validation_rows(tmp_path: Path) -> None:
     out = tmp_path / "speed.md"
     speed.main(_tiny(_fixture(tmp_path), out, "--parts", "train,eval", "--models", "BERT4Rec,SASRec"))

@@ -1,0 +1,69 @@
+"""The shared report helpers (``seqrec.bench.report``): the section writer, medians with spread, MiB cells."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from seqrec.bench.report import (
+    decimals,
+    format_spread,
+    median,
+    median_and_spread,
+    rss_cell,
+    split_sections,
+    spread,
+    write_section,
+)
+
+
+def _section(text: str, title: str) -> str:
+    """The ``## <title>`` section (heading included), split as ``write_section`` splits the file."""
+    matches = [section for name, section in split_sections(text)[1] if name == title]
+    assert len(matches) == 1, f"expected one section {title!r} in:\n{text}"
+    return matches[0]
+
+
+def test_write_section_replaces_appends_and_keeps_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "results" / "B.md"
+    write_section(path, "A", "first a")
+    assert path.read_text().startswith("# Benchmarks")
+    write_section(path, "B", "body b\n\n```\n## not a heading inside a fence\n```\n\n### sub of b")
+    write_section(path, "A", "second a")
+    text = path.read_text()
+    assert "first a" not in text and text.count("## A\n") == 1
+    assert text.index("## A") < text.index("## B")  # replaced in place, not moved to the end
+    assert _section(text, "B").strip().endswith("### sub of b")
+    assert "## not a heading inside a fence" in _section(text, "B")
+    path.write_text(text + "\n## A\n\nduplicate by hand\n")
+    write_section(path, "A", "third a")
+    text = path.read_text()
+    assert text.count("## A\n") == 1 and "duplicate by hand" not in text and "third a" in text
+    assert sorted(p.name for p in path.parent.iterdir()) == ["B.md"]
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask  # not mkstemp's 0600
+    path.chmod(0o640)
+    write_section(path, "C", "c")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # an existing file keeps its mode
+    with pytest.raises(ValueError, match="one non-empty line"):
+        write_section(path, "two\nlines", "x")
+
+
+def test_median_and_spread() -> None:
+    assert median_and_spread([3.0, 1.0, 2.0, 10.0]) == (2.5, 1.0, 10.0)
+    assert format_spread([1000.0, 3000.0, 2000.0]) == "2,000 (1,000–3,000)"
+    assert format_spread([0.0123], digits=1, scale=1e3) == "12.3"
+    with pytest.raises(ValueError):
+        median_and_spread([])
+
+
+def test_spread_keeps_three_significant_digits_and_rss_cells_are_mib() -> None:
+    assert median([4.0, 1.0, 2.0]) == 2.0
+    assert [decimals(v) for v in (1234.0, 12.34, 0.01234, 0.0, float("nan"))] == [1, 1, 4, 1, 1]
+    assert spread([0.01234, 0.02, 0.01]) == "0.0123 (0.0100–0.0200)"
+    assert spread([1234.5]) == "1,234.5"
+    assert rss_cell({"rss_peak_kb": 3 * 1024 * 1024, "rss_baseline_kb": 1024 * 1024}) == "3,072 (+2,048)"
