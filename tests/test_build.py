@@ -42,7 +42,7 @@ def test_compose_stacks_parts_before_the_file_and_later_files_win(tmp_path):
     experiment.write_text("compose: [sasrec_ml100k, parts/more.yaml]\ntrainer:\n  gradient_clip_val: 2.0\n")
     files = expand_config(str(experiment))
     assert [Path(f).name for f in files] == [
-        "ml100k_full_ranking.yaml", "sasrec.yaml", "sasrec_ml100k.yaml", "base.yaml", "more.yaml", "exp.yaml"]
+        "default.yaml", "ml100k_full_ranking.yaml", "sasrec.yaml", "sasrec_ml100k.yaml", "base.yaml", "more.yaml", "exp.yaml"]
     config = parse(["--config", str(experiment)])
     assert config.trainer.max_epochs == 9 and config.trainer.gradient_clip_val == 2.0
     assert config.trainer.logger.init_args.name == "exp"  # the run is named after the experiment, not a part

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import seqrec.fit
 from seqrec.fit import main
+from seqrec.loggers.run_logger import SittingMarker
 
 CADENCES = {
     # as sasrec_ml100k.yaml ships: validation (and last.ckpt) every 2 epochs
@@ -77,7 +77,7 @@ def test_a_run_that_fails_at_start_leaves_no_run_directory(ml100k_root, tmp_path
     def fail(self, trainer, pl_module):
         raise RuntimeError("injected failure at the start of training")
 
-    monkeypatch.setattr(seqrec.fit.SittingMarker, "on_train_start", fail)
+    monkeypatch.setattr(SittingMarker, "on_train_start", fail)
     with pytest.raises(SystemExit) as exit_info:
         main(tiny(ml100k_root, tmp_path, "--trainer.max_epochs", "1"))
     assert exit_info.value.code == 1
