@@ -40,11 +40,12 @@ from seqrec.atomic import write_text
 from seqrec.callbacks.checkpoint_io import AtomicCheckpointIO
 from seqrec.callbacks.macs import MACsCallback
 from seqrec.callbacks.memory import MemoryCallback
+from seqrec.callbacks.rng import RNGStateCheckpoint
 from seqrec.callbacks.signals import SignalCheckpoint, sitting_seconds
 from seqrec.callbacks.throughput import ThroughputCallback
 from seqrec.checks import check_strategy, check_values
 from seqrec.config_files import COMPOSE_KEY, CONFIG_DIR, expand_config_args
-from seqrec.loggers.run_logger import check_logger_names
+from seqrec.loggers.run_logger import SittingMarker, check_logger_names
 from seqrec.runs import write_origin
 
 TRAINER_PART = CONFIG_DIR / "trainer" / "default.yaml"
@@ -145,6 +146,19 @@ def apply_callback_switches(config: Namespace) -> None:
                              "false or --test false, or keep checkpointing")
     if config.trainer.get("callbacks") is not None or callbacks:
         config.trainer.callbacks = callbacks
+
+
+def resume_callbacks(sitting_time: str | None) -> list[Callback]:
+    """The callbacks that make a fit's sitting resumable exactly; ``seqrec.fit`` adds them to every fit, in this order.
+
+    ``RNGStateCheckpoint`` (every RNG stream in each checkpoint), ``SignalCheckpoint`` (``last.ckpt`` after every
+    validation; at SIGINT/SIGTERM or after ``--sitting_time`` a checkpoint at an exact resume point, exit
+    130/143/75) and ``SittingMarker`` (where a resumed sitting starts in metrics.csv). They hold live process state
+    (signal handlers, the sitting's clock), so they are built for the fit that runs rather than parsed from the
+    config; configs/trainer/default.yaml names them and config.yaml's header lists them (``callbacks_header``).
+    """
+    limit = sitting_seconds(sitting_time) if sitting_time is not None else None
+    return [RNGStateCheckpoint(), SignalCheckpoint(limit), SittingMarker()]
 
 
 # --- the CLI parser --------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ optional step-0 validation, ``Trainer.fit``, the test of the best checkpoint, an
 
 Resuming (``--ckpt_path``) continues one run directory; which checkpoint and run it resumes, and the config
 check, are ``seqrec.resume``'s; ``fit_summary.json`` is ``seqrec.fit_summary``'s. What runs during the fit is
-declared in configs/trainer/default.yaml; the resume callbacks (``seqrec.callbacks.resume_point``) are added
+declared in configs/trainer/default.yaml; the resume callbacks (``seqrec.build.resume_callbacks``) are added
 here. SIGINT/SIGTERM during training save a checkpoint and exit 130/143; ``--sitting_time DD:HH:MM:SS`` ends
 the sitting the same way after that much training and exits 75 (``seqrec.callbacks.signals``); every failure
 is one line (``seqrec.errors.run_command``).
@@ -26,8 +26,7 @@ import lightning as L
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from seqrec.atomic import write_json
-from seqrec.build import build
-from seqrec.callbacks.resume_point import resume_callbacks
+from seqrec.build import build, resume_callbacks
 from seqrec.callbacks.signals import TIME_UP, Interrupted, SignalCheckpoint, stop_on_signals
 from seqrec.checks import check_catalogue
 from seqrec.errors import run_command

@@ -169,3 +169,45 @@ def test_k_above_the_catalogue_in_full_ranking_fails_before_a_run_directory_exis
     assert re.fullmatch(r"error: --model\.metrics \['hr@5000'\]: k larger than the catalogue of \d+ items \(full "
                         r"ranking\) makes every query a hit; use k <= \d+", err[0]), err[0]
     assert not (tmp_path / "runs").exists()
+
+
+def _callbacks(config):
+    return [cb.class_path.rsplit(".", 1)[-1] for cb in config.trainer.callbacks or []]
+
+
+@pytest.mark.parametrize("protocol", sorted(p.name for p in (CONFIG_DIR / "protocol").glob("*.yaml")))
+def test_every_protocol_composes_the_one_trainer_part(protocol):
+    files = expand_config(str(CONFIG_DIR / "protocol" / protocol))
+    assert files[0] == str(CONFIG_DIR / "protocol" / ".." / "trainer" / "default.yaml")
+    text = (CONFIG_DIR / "protocol" / protocol).read_text()
+    assert "save_last" not in text and "class_path: seqrec.loggers.run_logger.RunLogger" not in text
+
+
+def test_early_stopping_and_checkpointing_switch_off_with_one_flag_each():
+    assert _callbacks(parse(["--config", "sasrec_ml100k"])) == ["ModelCheckpoint", "EarlyStopping"]
+    config = parse(["--config", "sasrec_ml100k", "--early_stopping", "false"])
+    assert _callbacks(config) == ["ModelCheckpoint"] and "early_stopping" not in config  # the list records it
+    config = parse(["--config", "sasrec_ml100k", "--early_stopping", "false", "--trainer.enable_checkpointing", "false"])
+    assert _callbacks(config) == []
+    config = parse(["--config", "sasrec_ml100k", "--trainer.enable_checkpointing", "false", "--test", "false"])
+    assert _callbacks(config) == ["EarlyStopping"]
+    assert _callbacks(parse(["--config", "evornn_lm1b"])) == ["ModelCheckpoint"]  # the LM protocol: no early stopping
+    config = parse(["--config", "evornn_lm1b", "--early_stopping", "true"])  # unless asked for: on its monitor
+    assert _callbacks(config) == ["ModelCheckpoint", "EarlyStopping"]
+    assert config.trainer.callbacks[1].init_args.monitor == "val/perplexity"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--config", "sasrec_ml100k", "--trainer.enable_checkpointing", "false"],
+         "--trainer.enable_checkpointing false with early stopping on: the test after fitting would score the "
+         "weights of the last validation, not the best; add --early_stopping false or --test false"),
+        (["--config", "sasrec_ml100k", "--trainer.callbacks", "[]", "--early_stopping", "true"],
+         "--early_stopping true: the config declares no EarlyStopping in trainer.callbacks"),
+    ],
+)
+def test_an_ambiguous_callback_switch_is_a_one_line_error(flags, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as error:
+        parse(flags)
+    assert "\n" not in str(error.value)

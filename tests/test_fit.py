@@ -91,3 +91,15 @@ def test_validate_first_logs_step_zero(ml100k_root, tmp_path):
     header = lines[0].split(",")
     first = dict(zip(header, lines[1].split(",")))
     assert first["step"] == "0" and first["val/ndcg@10"]
+
+
+def test_config_yaml_lists_every_callback_that_ran(ml100k_root, tmp_path):
+    main(tiny(ml100k_root, tmp_path, "--trainer.max_epochs", "1", "--test", "false", "--sitting_time", "00:01:00:00"))
+    text = next(tmp_path.rglob("config.yaml")).read_text()
+    header = [line for line in text.splitlines() if line.startswith("#   ")]
+    ran = [line.split()[1].rsplit(".", 1)[-1] for line in header]
+    for name in ("ModelCheckpoint", "EarlyStopping", "MACsCallback", "MemoryCallback", "ThroughputCallback",
+                 "RNGStateCheckpoint", "SignalCheckpoint", "SittingMarker", "SaveRunConfig"):
+        assert name in ran, (name, ran)
+    assert ran.index("EarlyStopping") < ran.index("RNGStateCheckpoint")
+    assert "(monitor val/ndcg@10, mode max, patience 5)" in text and "(sitting_seconds 3600.0)" in text
