@@ -180,8 +180,8 @@ class SeqRecCLI(LightningCLI):
                             help="end this sitting after DD:HH:MM:SS of training at an exact resume point (exit 75); "
                                  "continue with --ckpt_path last")
         parser.add_argument(f"--{EARLY_STOPPING_KEY}", type=bool | None, default=None,
-                            help="false: drop the config's EarlyStopping (true: require one); checkpointing is "
-                                 "switched off with --trainer.enable_checkpointing false")
+                            help="false: drop the config's EarlyStopping; true: keep it (on a protocol that switches "
+                                 "it off, turn it back on); checkpointing: --trainer.enable_checkpointing false")
         parser.link_arguments("data.num_items", "model.init_args.model.init_args.num_items", apply_on="instantiate")
         # item-feature models (MLP4Rec): names, kinds and vocabulary sizes from the data; skipped by jsonargparse
         # when the model has no feature_spec or the datamodule no item_feature_spec
