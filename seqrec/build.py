@@ -261,22 +261,26 @@ class SaveRunConfig(SaveConfigCallback):
 
 
 def describe_callback(callback: Callback) -> str:
-    """``class_path`` of a callback, with what says what it does for the checkpoint, early-stop and sitting ones."""
+    """``class_path`` of a callback, with what it watches for ModelCheckpoint and EarlyStopping."""
     cls = type(callback)
     text = f"{cls.__module__}.{cls.__qualname__}"
     if isinstance(callback, ModelCheckpoint):
         text += f" (monitor {callback.monitor}, mode {callback.mode}, save_last {callback.save_last})"
     elif isinstance(callback, EarlyStopping):
         text += f" (monitor {callback.monitor}, mode {callback.mode}, patience {callback.patience})"
-    elif isinstance(callback, SignalCheckpoint):
-        text += f" (sitting_seconds {callback.sitting_seconds})"
     return text
 
 
 def callbacks_header(trainer: L.Trainer) -> str:
-    """A comment block for config.yaml: every callback the trainer runs, in the order Lightning calls them."""
-    lines = [f"#   {describe_callback(cb)}" for cb in trainer.callbacks]
-    return "# callbacks that ran in the latest sitting (configs/trainer/default.yaml):\n" + "\n".join(lines) + "\n"
+    """A comment block for config.yaml: every callback of Lightning's and seqrec's the trainer runs, in the order
+    Lightning calls them.
+
+    The same in every sitting of a run (config.yaml does not change on resume): a per-sitting value such as
+    ``--sitting_time`` is not shown, nor a callback a Python caller brings from elsewhere (a test's fault injector).
+    """
+    ours = [cb for cb in trainer.callbacks if type(cb).__module__.split(".")[0] in ("lightning", "seqrec")]
+    lines = [f"#   {describe_callback(cb)}" for cb in ours]
+    return "# callbacks every fit of this run runs (configs/trainer/default.yaml):\n" + "\n".join(lines) + "\n"
 
 
 def _keep_saved_version(config: Namespace, path: Path) -> None:
