@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 # without it those tests skip with a message naming the variable.
 CONFIG ?= configs/sasrec_ml100k.yaml
 
-.PHONY: setup fit test test-fast lint bench repro clean
+.PHONY: setup fit test test-fast lint bench repro clean golden
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ test: setup
 # the edit loop: every test but those marked slow (subprocess fits, faults, DDP, servers, benchmark smoke runs)
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+# golden: rewrite tests/fixtures/resolved_configs.json, every shipped experiment as it resolves (review the diff)
+golden: setup
+	$(PY) tests/fixtures/resolved_configs.py
 
 lint: setup
 	$(VENV)/bin/ruff check seqrec benchmarks tests

@@ -32,6 +32,7 @@ import torch
 import yaml
 from jsonargparse import ArgumentError, Namespace
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.trainer.states import TrainerFn
 
@@ -39,14 +40,18 @@ from seqrec.atomic import write_text
 from seqrec.callbacks.checkpoint_io import AtomicCheckpointIO
 from seqrec.callbacks.macs import MACsCallback
 from seqrec.callbacks.memory import MemoryCallback
-from seqrec.callbacks.signals import sitting_seconds
+from seqrec.callbacks.rng import RNGStateCheckpoint
+from seqrec.callbacks.signals import SignalCheckpoint, sitting_seconds
 from seqrec.callbacks.throughput import ThroughputCallback
 from seqrec.checks import check_strategy, check_values
-from seqrec.config_files import COMPOSE_KEY, expand_config_args
+from seqrec.config_files import COMPOSE_KEY, CONFIG_DIR, expand_config_args
 from seqrec.datamodules.base import RecommendationData
-from seqrec.loggers.run_logger import RunLogger, check_logger_names
+from seqrec.loggers.run_logger import SittingMarker, check_logger_names
 from seqrec.runs import write_origin
 from seqrec.tasks.base import RecommendationTask
+
+TRAINER_PART = CONFIG_DIR / "trainer" / "default.yaml"
+EARLY_STOPPING_KEY = "early_stopping"  # a switch, consumed before building: the callbacks list records its effect
 
 
 # --- settings applied before anything is built -----------------------------------------------------
@@ -99,6 +104,56 @@ def check_run_flags(config: Namespace) -> None:
         sitting_seconds(config.sitting_time)
 
 
+def trainer_part() -> dict[str, Any]:
+    """``configs/trainer/default.yaml``: the logger, checkpointing, early stopping and cost callbacks of every fit."""
+    return yaml.safe_load(TRAINER_PART.read_text())
+
+
+def apply_callback_switches(config: Namespace) -> None:
+    """``--early_stopping false`` and ``--trainer.enable_checkpointing false``: drop those callbacks from the list.
+
+    The switch is consumed (the resolved ``trainer.callbacks``, which config.yaml records, says what runs). One-line
+    ValueError for the ambiguous case: early stopping without checkpointing and a test after fitting (the test
+    would score the weights ``patience`` validations past the best, not the best).
+    """
+    switch = config.pop(EARLY_STOPPING_KEY, None)
+    callbacks = list(config.trainer.get("callbacks") or [])
+
+    def named(callback: Any, cls: type) -> bool:
+        path = str(callback.get("class_path", "")) if isinstance(callback, Namespace) else ""
+        try:
+            return path != "" and issubclass(import_class(path), cls)
+        except (ImportError, AttributeError, ValueError):
+            return False
+
+    if switch is True and not any(named(cb, EarlyStopping) for cb in callbacks):
+        raise ValueError("--early_stopping true: the config declares no EarlyStopping in trainer.callbacks "
+                         "(configs/trainer/default.yaml shows one)")
+    if switch is False:
+        callbacks = [cb for cb in callbacks if not named(cb, EarlyStopping)]
+    if config.trainer.get("enable_checkpointing") is False:
+        callbacks = [cb for cb in callbacks if not named(cb, ModelCheckpoint)]
+        if any(named(cb, EarlyStopping) for cb in callbacks) and config.get("test", True):
+            raise ValueError("--trainer.enable_checkpointing false with early stopping on: the test after fitting "
+                             "would score the weights of the last validation, not the best; add --early_stopping "
+                             "false or --test false, or keep checkpointing")
+    if config.trainer.get("callbacks") is not None or callbacks:
+        config.trainer.callbacks = callbacks
+
+
+def resume_callbacks(sitting_time: str | None) -> list[Callback]:
+    """The callbacks that make a fit's sitting resumable exactly; ``seqrec.fit`` adds them to every fit, in this order.
+
+    ``RNGStateCheckpoint`` (every RNG stream in each checkpoint), ``SignalCheckpoint`` (``last.ckpt`` after every
+    validation; at SIGINT/SIGTERM or after ``--sitting_time`` a checkpoint at an exact resume point, exit
+    130/143/75) and ``SittingMarker`` (where a resumed sitting starts in metrics.csv). They hold live process state
+    (signal handlers, the sitting's clock), so they are built for the fit that runs rather than parsed from the
+    config; configs/trainer/default.yaml names them and config.yaml's header lists them (``callbacks_header``).
+    """
+    limit = sitting_seconds(sitting_time) if sitting_time is not None else None
+    return [RNGStateCheckpoint(), SignalCheckpoint(limit), SittingMarker()]
+
+
 # --- the CLI parser --------------------------------------------------------------------------------------
 class SeqRecCLI(LightningCLI):
     """LightningCLI (subclass mode: any task, any datamodule) with seqrec's arguments, links and checks."""
@@ -117,6 +172,9 @@ class SeqRecCLI(LightningCLI):
         parser.add_argument("--sitting_time", type=str | None, default=None,
                             help="end this sitting after DD:HH:MM:SS of training at an exact resume point (exit 75); "
                                  "continue with --ckpt_path last")
+        parser.add_argument(f"--{EARLY_STOPPING_KEY}", type=bool | None, default=None,
+                            help="false: drop the config's EarlyStopping; true: keep it (on a protocol that switches "
+                                 "it off, turn it back on); checkpointing: --trainer.enable_checkpointing false")
         parser.link_arguments("data.num_items", "model.init_args.model.init_args.num_items", apply_on="instantiate")
         # the data's window (RecommendationData.max_len) into a network that takes one, when the config is parsed
         # (resolved configs show it; skipped when the network has no max_len)
@@ -126,11 +184,12 @@ class SeqRecCLI(LightningCLI):
         parser.link_arguments(
             "data.item_feature_spec", "model.init_args.model.init_args.feature_spec", apply_on="instantiate"
         )
-        # every run reports what it cost (--macs.*, --memory.*, --throughput.*) and logs to its run directory
+        # every run reports what it cost (--macs.*, --memory.*, --throughput.*; values in configs/trainer/default.yaml)
         parser.add_lightning_class_args(MACsCallback, "macs")
         parser.add_lightning_class_args(MemoryCallback, "memory")
         parser.add_lightning_class_args(ThroughputCallback, "throughput")
-        parser.set_defaults({"trainer.logger": {"class_path": f"{RunLogger.__module__}.RunLogger", "init_args": {"save_dir": "runs"}}})
+        # a config that composes no protocol still logs to its run directory, with the trainer part's logger
+        parser.set_defaults({"trainer.logger": trainer_part()["trainer"]["logger"]})
 
     def parse_arguments(self, parser, args) -> None:  # noqa: ANN001 (jsonargparse parser)
         """Parse; on an unknown key, name it and list the keys the class at that place accepts."""
@@ -146,6 +205,7 @@ class SeqRecCLI(LightningCLI):
         """Threads, the strategy check and the run's name."""
         config = self.config
         config[COMPOSE_KEY] = None  # already expanded; a saved config.yaml must not compose again
+        apply_callback_switches(config)
         check_values(config)
         check_run_flags(config)
         check_strategy(config.trainer)
@@ -161,6 +221,7 @@ class ParseOnly(SeqRecCLI):
     def before_instantiate_classes(self) -> None:
         """Check values and name the run as a real build would, but set nothing process-wide."""
         self.config[COMPOSE_KEY] = None
+        apply_callback_switches(self.config)
         check_values(self.config)
         check_run_flags(self.config)
         name_run_logger(self.config, self.experiment)
@@ -174,7 +235,8 @@ class SaveRunConfig(SaveConfigCallback):
     made and its data paths, absolute: ``seqrec.runs.write_origin``, so that a moved run finds its data).
 
     A fit records the config that runs (``ckpt_path`` left out: how a sitting started is not part of the
-    run); resuming checks first that it equals the saved one (``seqrec.fit.resolve_resume``).
+    run); resuming checks first that it equals the saved one (``seqrec.resume.resolve_resume``). Its header
+    comment lists every callback that ran (``callbacks_header``), those a fit adds included.
     """
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -188,9 +250,32 @@ class SaveRunConfig(SaveConfigCallback):
             if trainer.state.fn == TrainerFn.FITTING and "ckpt_path" in config:
                 config.ckpt_path = None
                 _keep_saved_version(config, path)
-            write_text(path, self.parser.dump(config, skip_none=False))
+            write_text(path, callbacks_header(trainer) + self.parser.dump(config, skip_none=False))
             write_origin(Path(log_dir), config)
         self.already_saved = True
+
+
+def describe_callback(callback: Callback) -> str:
+    """``class_path`` of a callback, with what it watches for ModelCheckpoint and EarlyStopping."""
+    cls = type(callback)
+    text = f"{cls.__module__}.{cls.__qualname__}"
+    if isinstance(callback, ModelCheckpoint):
+        text += f" (monitor {callback.monitor}, mode {callback.mode}, save_last {callback.save_last})"
+    elif isinstance(callback, EarlyStopping):
+        text += f" (monitor {callback.monitor}, mode {callback.mode}, patience {callback.patience})"
+    return text
+
+
+def callbacks_header(trainer: L.Trainer) -> str:
+    """A comment block for config.yaml: every callback of Lightning's and seqrec's the trainer runs, in the order
+    Lightning calls them.
+
+    The same in every sitting of a run (config.yaml does not change on resume): a per-sitting value such as
+    ``--sitting_time`` is not shown, nor a callback a Python caller brings from elsewhere (a test's fault injector).
+    """
+    ours = [cb for cb in trainer.callbacks if type(cb).__module__.split(".")[0] in ("lightning", "seqrec")]
+    lines = [f"#   {describe_callback(cb)}" for cb in ours]
+    return "# callbacks every fit of this run runs (configs/trainer/default.yaml):\n" + "\n".join(lines) + "\n"
 
 
 def _keep_saved_version(config: Namespace, path: Path) -> None:

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from seqrec.build import parse, resolved_dict
+from seqrec.build import parse
 from seqrec.callbacks.signals import Interrupted
 from seqrec.config_files import CONFIG_DIR, expand_config, expand_config_args, resolve_config, shipped_configs
 from seqrec.errors import run_command
+from tests.fixtures.resolved_configs import resolved
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHIPPED = shipped_configs()
@@ -41,7 +42,7 @@ def test_compose_stacks_parts_before_the_file_and_later_files_win(tmp_path):
     experiment.write_text("compose: [sasrec_ml100k, parts/more.yaml]\ntrainer:\n  gradient_clip_val: 2.0\n")
     files = expand_config(str(experiment))
     assert [Path(f).name for f in files] == [
-        "ml100k_full_ranking.yaml", "sasrec.yaml", "sasrec_ml100k.yaml", "base.yaml", "more.yaml", "exp.yaml"]
+        "default.yaml", "ml100k_full_ranking.yaml", "sasrec.yaml", "sasrec_ml100k.yaml", "base.yaml", "more.yaml", "exp.yaml"]
     config = parse(["--config", str(experiment)])
     assert config.trainer.max_epochs == 9 and config.trainer.gradient_clip_val == 2.0
     assert config.trainer.logger.init_args.name == "exp"  # the run is named after the experiment, not a part
@@ -58,93 +59,36 @@ def test_compose_cycles_and_bad_yaml_are_one_line_errors(tmp_path):
         expand_config(str(tmp_path / "bad.yaml"))
 
 
-# Class paths that moved in the layout change of the refactor (old -> new); everything else must be equal.
-MOVED = {
-    "seqrec.callbacks.loggers.RunLogger": "seqrec.loggers.run_logger.RunLogger",
-    "seqrec.data.datamodules.NextItemDataModule": "seqrec.datamodules.next_item.NextItemDataModule",
-    "seqrec.data.ctr.CTRDataModule": "seqrec.datamodules.ctr.CTRDataModule",
-    "seqrec.data.lm.LM1B": "seqrec.data.sources.lm1b.LM1B",
-    "seqrec.data.features.S3RecAttributes": "seqrec.data.sources.item_features.S3RecAttributes",
-    "seqrec.data.lm.LMDataModule": "seqrec.datamodules.lm.LMDataModule",
-    "seqrec.models.sasrec.SASRec": "seqrec.models.next_item.sasrec.SASRec",
-    "seqrec.models.lru.LRURec": "seqrec.models.next_item.lru.LRURec",
-    "seqrec.models.gru4rec.GRU4Rec": "seqrec.models.next_item.gru4rec.GRU4Rec",
-    "seqrec.models.mlp4rec.MLP4Rec": "seqrec.models.next_item.mlp4rec.MLP4Rec",
-    "seqrec.models.evornn.EvoRNN": "seqrec.models.next_item.evornn.EvoRNN",
-    "seqrec.models.popularity.Popularity": "seqrec.models.next_item.popularity.Popularity",
-    "seqrec.models.ctr_transformer.CTRTransformer": "seqrec.models.ctr.transformer.CTRTransformer",
-    "seqrec.models.ctr_lru.CTRLRU": "seqrec.models.ctr.lru.CTRLRU",
-}
-# Deliberate changes since the snapshot: MLP4Rec's configs run the official code's behaviour (issue "Train at
-# this machine's speed limit", part 6).
-DELIBERATE = {
-    ("mlp4rec_ml100k", "mlp4rec_beauty"): {
-        "model.init_args.model.init_args.padding_side": "right",
-        "model.init_args.model.init_args.mask_padding": False,
-        "model.init_args.model.init_args.mixer_layer_norm_eps": 1e-5,
-        "model.init_args.model.init_args.zero_padding_row": False,
-    },
-    ("mlp4rec_ml100k",): {"data.init_args.features.init_args.kinds.year": "token"},
-}
-NETWORK_MAX_LEN = "model.init_args.model.init_args.max_len"
-# Deliberate fixes, listed in the change's note: every experiment logs through RunLogger (CSV + wandb offline,
-# summary.md, PNG); the CSVLogger-only configs lost the report.
-CSV_ONLY = "lightning.pytorch.loggers.CSVLogger"
-
-
-def _renamed(value):
-    if isinstance(value, dict):
-        return {k: _renamed(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_renamed(v) for v in value]
-    return MOVED.get(value, value) if isinstance(value, str) else value
-
-
 def _flat(value, prefix=""):
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
             out.update(_flat(v, f"{prefix}{k}."))
         return out
+    if isinstance(value, list):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(_flat(v, f"{prefix}{i}."))
+        return out or {prefix.rstrip("."): []}
     return {prefix.rstrip("."): value}
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_resolved_config_equals_the_one_before_composition(name):
-    """Key by key, every shipped experiment resolves as it did before configs were composed (commit 145cad1)."""
-    before = json.loads((FIXTURES / "resolved_configs_145cad1.json").read_text())
-    if name not in before:
-        pytest.skip(f"{name} is newer than the snapshot")
-    old = _renamed(before[name])
-    if old["data"]["init_args"]["source"]["class_path"] == "seqrec.data.sources.bars.BARS":
-        # the row-file datamodule split from the sequence one keeps only the arguments it uses
-        old["data"]["class_path"] = "seqrec.datamodules.ctr.CTRRowsDataModule"
-        for key in ("preprocessing", "train_mode", "window_step", "train_negatives", "eval_negatives",
-                    "negative_sampler", "min_history", "recent_train_events", "cache_dir"):
-            old["data"]["init_args"].pop(key, None)
-    elif old["data"]["class_path"] == "seqrec.datamodules.ctr.CTRDataModule":
-        for key in ("bars_mode", "valid_fraction", "valid_split"):  # row-file options, now on CTRRowsDataModule only
-            old["data"]["init_args"].pop(key)
-    new = json.loads(json.dumps(resolved_dict(["--config", name]), default=str))
-    for config in (old, new):  # deliberate: RunLogger everywhere (the same metrics.csv, plus the run report)
-        logger = config["trainer"]["logger"]
-        assert logger["class_path"] in (CSV_ONLY, "seqrec.loggers.run_logger.RunLogger")
-        logger["class_path"] = "seqrec.loggers.run_logger.RunLogger"
-        logger["init_args"] = {k: logger["init_args"].get(k) for k in ("save_dir", "name", "version")}
-    old_flat, new_flat = _flat(old), _flat(new)
-    # the network's max_len is linked from the data when the config is parsed (it was copied in after parsing, so the
-    # snapshot shows the network's own default): the value the network is built with, then and now
-    if NETWORK_MAX_LEN in old_flat:
-        old_flat[NETWORK_MAX_LEN] = old_flat["data.init_args.max_len"]
-    for names, values in DELIBERATE.items():
-        if name in names:
-            for key, value in values.items():
-                assert new_flat[key] == value, (key, new_flat[key])
-                old_flat[key] = value
-    differ = {k: (old_flat.get(k, "<absent>"), new_flat.get(k, "<absent>"))
-              for k in sorted(set(old_flat) | set(new_flat)) if old_flat.get(k, "<absent>") != new_flat.get(k, "<absent>")
-              and k in old_flat}  # a key only in the new config is an option added since (at its default)
+def test_resolved_config_equals_the_golden_file(name):
+    """Key by key, every shipped experiment resolves as ``tests/fixtures/resolved_configs.json`` records it.
+
+    A deliberate change regenerates the file (``make golden``) and shows in its diff.
+    """
+    golden = json.loads((FIXTURES / "resolved_configs.json").read_text())
+    assert name in golden, f"{name} is not in the golden file: run make golden and review the diff"
+    old, new = _flat(golden[name]), _flat(resolved(name))
+    differ = {k: (old.get(k, "<absent>"), new.get(k, "<absent>"))
+              for k in sorted(set(old) | set(new)) if old.get(k, "<absent>") != new.get(k, "<absent>")}
     assert not differ, differ
+
+
+def test_the_golden_file_holds_exactly_the_shipped_experiments():
+    assert sorted(json.loads((FIXTURES / "resolved_configs.json").read_text())) == SHIPPED
 
 
 @pytest.mark.parametrize(
@@ -233,3 +177,45 @@ def test_the_data_window_reaches_a_network_that_takes_one_when_the_config_is_par
     assert "max_len" not in parse(["--config", "lru_ml1m"]).model.init_args.model.init_args  # LRURec has no window
     wrapped = parse(["--config", "ctr_transformer_snapkv_ml1m", "--data.init_args.max_len", "40"])
     assert wrapped.model.init_args.model.init_args.max_len == 40  # a compression wrapper passes it to its backbone
+
+
+def _callbacks(config):
+    return [cb.class_path.rsplit(".", 1)[-1] for cb in config.trainer.callbacks or []]
+
+
+@pytest.mark.parametrize("protocol", sorted(p.name for p in (CONFIG_DIR / "protocol").glob("*.yaml")))
+def test_every_protocol_composes_the_one_trainer_part(protocol):
+    files = expand_config(str(CONFIG_DIR / "protocol" / protocol))
+    assert files[0] == str(CONFIG_DIR / "protocol" / ".." / "trainer" / "default.yaml")
+    text = (CONFIG_DIR / "protocol" / protocol).read_text()
+    assert "save_last" not in text and "class_path: seqrec.loggers.run_logger.RunLogger" not in text
+
+
+def test_early_stopping_and_checkpointing_switch_off_with_one_flag_each():
+    assert _callbacks(parse(["--config", "sasrec_ml100k"])) == ["ModelCheckpoint", "EarlyStopping"]
+    config = parse(["--config", "sasrec_ml100k", "--early_stopping", "false"])
+    assert _callbacks(config) == ["ModelCheckpoint"] and "early_stopping" not in config  # the list records it
+    config = parse(["--config", "sasrec_ml100k", "--early_stopping", "false", "--trainer.enable_checkpointing", "false"])
+    assert _callbacks(config) == []
+    config = parse(["--config", "sasrec_ml100k", "--trainer.enable_checkpointing", "false", "--test", "false"])
+    assert _callbacks(config) == ["EarlyStopping"]
+    assert _callbacks(parse(["--config", "evornn_lm1b"])) == ["ModelCheckpoint"]  # the LM protocol: no early stopping
+    config = parse(["--config", "evornn_lm1b", "--early_stopping", "true"])  # unless asked for: on its monitor
+    assert _callbacks(config) == ["ModelCheckpoint", "EarlyStopping"]
+    assert config.trainer.callbacks[1].init_args.monitor == "val/perplexity"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--config", "sasrec_ml100k", "--trainer.enable_checkpointing", "false"],
+         "--trainer.enable_checkpointing false with early stopping on: the test after fitting would score the "
+         "weights of the last validation, not the best; add --early_stopping false or --test false"),
+        (["--config", "sasrec_ml100k", "--trainer.callbacks", "[]", "--early_stopping", "true"],
+         "--early_stopping true: the config declares no EarlyStopping in trainer.callbacks"),
+    ],
+)
+def test_an_ambiguous_callback_switch_is_a_one_line_error(flags, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as error:
+        parse(flags)
+    assert "\n" not in str(error.value)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import seqrec.fit
 from seqrec.fit import main
+from seqrec.loggers.run_logger import SittingMarker
 
 CADENCES = {
     # as sasrec_ml100k.yaml ships: validation (and last.ckpt) every 2 epochs
@@ -77,7 +77,7 @@ def test_a_run_that_fails_at_start_leaves_no_run_directory(ml100k_root, tmp_path
     def fail(self, trainer, pl_module):
         raise RuntimeError("injected failure at the start of training")
 
-    monkeypatch.setattr(seqrec.fit.SittingMarker, "on_train_start", fail)
+    monkeypatch.setattr(SittingMarker, "on_train_start", fail)
     with pytest.raises(SystemExit) as exit_info:
         main(tiny(ml100k_root, tmp_path, "--trainer.max_epochs", "1"))
     assert exit_info.value.code == 1
@@ -91,3 +91,15 @@ def test_validate_first_logs_step_zero(ml100k_root, tmp_path):
     header = lines[0].split(",")
     first = dict(zip(header, lines[1].split(",")))
     assert first["step"] == "0" and first["val/ndcg@10"]
+
+
+def test_config_yaml_lists_every_callback_that_ran(ml100k_root, tmp_path):
+    main(tiny(ml100k_root, tmp_path, "--trainer.max_epochs", "1", "--test", "false", "--sitting_time", "00:01:00:00"))
+    text = next(tmp_path.rglob("config.yaml")).read_text()
+    header = [line for line in text.splitlines() if line.startswith("#   ")]
+    ran = [line.split()[1].rsplit(".", 1)[-1] for line in header]
+    for name in ("ModelCheckpoint", "EarlyStopping", "MACsCallback", "MemoryCallback", "ThroughputCallback",
+                 "RNGStateCheckpoint", "SignalCheckpoint", "SittingMarker", "SaveRunConfig"):
+        assert name in ran, (name, ran)
+    assert ran.index("EarlyStopping") < ran.index("RNGStateCheckpoint")
+    assert "(monitor val/ndcg@10, mode max, patience 5)" in text

@@ -6,5 +6,6 @@
 - ``throughput.ThroughputCallback``: samples/s and tokens/s in training, users/s in evaluation;
 - ``loggers.RunLogger``: the run directory's CSV record plus wandb (offline unless an account is configured).
 
-``seqrec.fit`` adds the three callbacks to every run (``--macs.*``, ``--memory.*``, ``--throughput.*``).
+Every protocol composes them from configs/trainer/default.yaml (``--macs.*``, ``--memory.*``, ``--throughput.*``);
+``seqrec.build.resume_callbacks`` are the fit-only ones (RNG state, signal and sitting checkpoints, sitting marker).
 """

@@ -51,6 +51,13 @@ import lightning as L
 from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 
+from seqrec.lightning_private import (
+    is_last_batch,
+    last_global_step_saved,
+    saves_on_train_epoch_end,
+    validation_follows,
+)
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 TIME_UP = 0  # Interrupted's "signal" when the sitting's time ran out (no signal has number 0)
 
@@ -189,15 +196,6 @@ class SignalCheckpoint(Checkpoint):
             self.signum = TIME_UP
         return time_up
 
-    @staticmethod
-    def _validation_follows(trainer: L.Trainer) -> bool:
-        """Whether Lightning validates right after the batch that just ended (its own rule)."""
-        loop = trainer.fit_loop
-        try:
-            return bool(loop.epoch_loop._should_check_val_fx(loop._data_fetcher))
-        except (AttributeError, TypeError):
-            return False
-
     def _stop(self, trainer: L.Trainer) -> None:
         assert self.signum is not None  # a signal, or TIME_UP
         path = last_checkpoint_path(trainer)
@@ -211,9 +209,9 @@ class SignalCheckpoint(Checkpoint):
         """After a batch: checkpoint and stop, unless a validation follows (then after it)."""
         if not self._pending(trainer):
             return
-        if self._validation_follows(trainer):
+        if validation_follows(trainer):
             self._after_validation = True
-        elif trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+        elif is_last_batch(trainer):
             self._at_epoch_end = True  # Lightning resumes a checkpoint from here ill (its epoch count lags)
         else:
             self._stop(trainer)
@@ -232,7 +230,7 @@ class SignalCheckpoint(Checkpoint):
             return
         if self._after_validation or self._pending(trainer):
             self._after_validation = False
-            if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+            if is_last_batch(trainer):
                 # The validation that ends an epoch: the epoch's own end (ModelCheckpoint's epoch-end save,
                 # EarlyStopping's every-epoch check) has not run yet. A checkpoint taken here resumes into that
                 # epoch end without the validation's metrics, and EarlyStopping stops the resumed run with
@@ -250,15 +248,15 @@ class SignalCheckpoint(Checkpoint):
     def _saves_at_epoch_end(self, trainer: L.Trainer) -> bool:
         """Whether ModelCheckpoint saves in ``on_train_epoch_end`` (validation every epoch) rather than after validation.
 
-        Lightning's own rule (a private method): ``last.ckpt`` is written at the same point as ModelCheckpoint's,
+        Lightning's own rule (a private method, ``seqrec.lightning_private``): ``last.ckpt`` is written at the same point as ModelCheckpoint's,
         so that both resume alike and ModelCheckpoint finds its own file there (no ``last-v1.ckpt`` beside it).
         """
-        return any(cb._should_save_on_train_epoch_end(trainer) for cb in self._keepers(trainer))
+        return any(saves_on_train_epoch_end(cb, trainer) for cb in self._keepers(trainer))
 
     def _keep_last(self, trainer: L.Trainer) -> None:
         """Write ``last.ckpt`` at this step unless ``ModelCheckpoint`` just did (only where one asks for it)."""
         keepers = self._keepers(trainer)
-        if not keepers or any(cb._last_global_step_saved == trainer.global_step for cb in keepers):
+        if not keepers or any(last_global_step_saved(cb) == trainer.global_step for cb in keepers):
             return
         path = last_checkpoint_path(trainer)
         for callback in keepers:  # as ModelCheckpoint does before its own save: the path is part of the state

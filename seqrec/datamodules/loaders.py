@@ -24,6 +24,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from seqrec.lightning_private import batches_processed
+
 
 class FlaggedPadding(Dataset):
     """An evaluation dataset padded to a multiple of ``world_size`` with copies of its first queries, flagged.
@@ -132,7 +134,7 @@ def batches_done(trainer: L.Trainer | None) -> int:
     if trainer is None:
         return 0
     try:
-        return int(trainer.fit_loop.epoch_loop.batch_progress.current.processed)
+        return batches_processed(trainer)
     except AttributeError:
         return 0
 

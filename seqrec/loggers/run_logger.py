@@ -47,6 +47,7 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from seqrec.atomic import atomic_write
+from seqrec.lightning_private import drop_wandb_anonymous
 from seqrec.loggers.report import SITTING, read_table, write_report
 
 log = logging.getLogger(__name__)
@@ -95,8 +96,7 @@ def _wandb_logger(kwargs: dict[str, Any]) -> Any:
     from lightning.pytorch.loggers import WandbLogger
 
     logger = WandbLogger(**kwargs)
-    if logger._wandb_init.get("anonymous") is None:
-        logger._wandb_init.pop("anonymous", None)
+    drop_wandb_anonymous(logger)
     return logger
 
 
