@@ -18,6 +18,7 @@ from seqrec.build import build
 from seqrec.callbacks.checkpoint_io import check_checkpoint
 from seqrec.callbacks.signals import stop_on_signals
 from seqrec.checks import check_catalogue
+from seqrec.datamodules.base import RecommendationData
 from seqrec.errors import run_command
 
 log = logging.getLogger("seqrec.evaluate")
@@ -39,7 +40,7 @@ def run_test(argv: list[str]) -> dict[str, float]:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     with stop_on_signals():
         run = build(list(argv), adjust=check_test_checkpoint)
-        check_catalogue(run.config, getattr(run.datamodule, "num_items", None))
+        check_catalogue(run.config, run.datamodule.num_items if isinstance(run.datamodule, RecommendationData) else None)
         ckpt_path = run.config.ckpt_path
         trainable = any(p.requires_grad for p in run.task.parameters())
         if ckpt_path is None and trainable:

@@ -29,6 +29,7 @@ from seqrec.atomic import write_json
 from seqrec.build import build, resume_callbacks
 from seqrec.callbacks.signals import TIME_UP, Interrupted, SignalCheckpoint, stop_on_signals
 from seqrec.checks import check_catalogue
+from seqrec.datamodules.base import RecommendationData
 from seqrec.errors import run_command
 from seqrec.fit_summary import checkpoint_callback, fit_summary
 from seqrec.lightning_private import disable_version_counter
@@ -54,7 +55,7 @@ def fit(argv: list[str], callbacks: Sequence[Callback] = ()) -> dict[str, float]
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     with stop_on_signals():  # outside training a signal just stops (nothing to save)
         run = build(list(argv), adjust=resolve_resume)
-        check_catalogue(run.config, getattr(run.datamodule, "num_items", None))
+        check_catalogue(run.config, run.datamodule.num_items if isinstance(run.datamodule, RecommendationData) else None)
         run.trainer.callbacks.extend(callbacks)
         return _fit_run(run)
 
