@@ -34,14 +34,14 @@ def readme_blocks() -> list[tuple[str, str]]:
 
 
 def run_bash(code: str, extra_fit: list[str] = ()) -> list[object]:
-    """Run each ``.venv/bin/python -m seqrec ...`` line of a README block through the CLI's ``main``."""
+    """Run each ``.venv/bin/seqrec ...`` line of a README block through the CLI's ``main``."""
     results = []
     for line in code.replace("\\\n", " ").splitlines():
         words = shlex.split(line)
-        if not words or words[0] != ".venv/bin/python":
+        if not words or words[0] != ".venv/bin/seqrec":
+            assert not words or not words[0].startswith(".venv/bin/"), line  # every command through the script
             continue
-        assert words[1:3] == ["-m", "seqrec"], line
-        argv = words[3:]
+        argv = words[1:]
         results.append(main(argv + (SHRINK + list(extra_fit) if argv[0] == "fit" else [])))
     return results
 

@@ -185,7 +185,7 @@ def test_the_readme_serving_commands(serve_runs, tmp_path):
     section = text[text.index("## Serving"):]
     block = re.search(r"```bash\n(.*?)```", section[: section.index("\n## ", 1)], re.S).group(1)
     lines = [shlex.split(line.split("  #")[0]) for line in block.splitlines() if line.startswith("curl")]
-    assert block.startswith(".venv/bin/python -m seqrec serve runs/lru_interactions") and len(lines) == 5
+    assert block.startswith(".venv/bin/seqrec serve runs/lru_interactions") and len(lines) == 5
     run = seqrec.load_run(serve_runs["lru"], threads=1)
     with client_for(run, SQLiteStore(tmp_path / "state.sqlite")) as client:
         answers = []
