@@ -209,7 +209,9 @@ class MixerMLP(nn.Module):
             y = self.dropout(F.gelu(self._reference_linear(self.layer_norm(x), w1, self.fc1.bias)))  # n -> e·n
             return x + self.dropout(self._reference_linear(y, w2, self.fc2.bias))  # e·n -> n
         z = self.layer_norm(x)
-        if torch.is_autocast_enabled(x.device.type):  # mixed precision: plain autograd tracks the casts
+        # mixed precision: plain autograd tracks the casts; a jit trace (fvcore's MACs count) sees through plain
+        # ops only, not into an autograd Function: the same function, the same masks, drawn in the same order
+        if torch.is_autocast_enabled(x.device.type) or torch.jit.is_tracing():
             y = self.dropout(F.gelu(axis_product(self.axis, z, w1, self.fc1.bias)))  # n -> e·n along the axis
             return x + self.dropout(axis_product(self.axis, y, w2, self.fc2.bias))  # e·n -> n
         expanded = list(z.shape)
