@@ -212,12 +212,21 @@ def test_bert4rec_cells_train_by_the_cloze_task(config):
     assert parsed.trainer.callbacks[1].init_args.monitor == "val/recall@10"
 
 
+@pytest.fixture(scope="module")
+def ml1m_cache(tmp_path_factory) -> Path:
+    """One cache for every cell's real ML-1M: its sequences are preprocessed once, not once per cell (each cell
+    still builds its own examples; the cache is keyed by what built it)."""
+    return tmp_path_factory.mktemp("ml1m-cache")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("config", BASELINES + BERT4REC)
-def test_baseline_cells_train_three_steps_on_real_ml1m(config, shared_data, tmp_path):
+def test_baseline_cells_train_three_steps_on_real_ml1m(config, shared_data, tmp_path, ml1m_cache, monkeypatch):
     """Every new cell end to end (build, 3 training steps, validation, test of the best checkpoint) with its
     dataset swapped for LRURec's ML-1M file (its protocol part's max_len and cadence kept)."""
     from seqrec.fit import main
+
+    monkeypatch.setenv("SEQREC_CACHE", str(ml1m_cache))
 
     results = main([
         "--config", f"{config}.yaml", *shared_data_overrides("x_ml1m", shared_data),
