@@ -57,7 +57,7 @@ from benchmarks.serve_limits import (
 )
 from benchmarks.serve_limits import shapes as hostile_shapes
 from seqrec.atomic import write_text
-from seqrec.runs import newest_version
+from seqrec.runs import CONFIG, TEST_METRICS, newest_version
 from seqrec.serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ID_LENGTH
 
 log = logging.getLogger("benchmarks.serve")
@@ -287,7 +287,7 @@ def load_histories(url: str, loads: list[tuple[str, list[Any]]], workers: int = 
 
 def offline_metric(run_dir: Path) -> str:
     """The run's own test figure from test_metrics.json: recall@10 (= HR@10, one target) or, for CTR, AUC."""
-    path = run_dir / "test_metrics.json"
+    path = run_dir / TEST_METRICS
     if not path.is_file():
         return "–"
     metrics = json.loads(path.read_text())
@@ -299,7 +299,7 @@ def offline_metric(run_dir: Path) -> str:
 
 def declared_bytes(run_dir: Path) -> float | None:
     """The run's ``cost/state_bytes_per_user`` (what the memory callback counted offline)."""
-    path = run_dir / "test_metrics.json"
+    path = run_dir / TEST_METRICS
     if not path.is_file():
         return None
     value = json.loads(path.read_text()).get("cost/state_bytes_per_user")
@@ -398,7 +398,7 @@ def rebuilt(run: Any, max_len: int) -> Any:
 
     import yaml
 
-    config = yaml.safe_load((run.run_dir / "config.yaml").read_text())
+    config = yaml.safe_load((run.run_dir / CONFIG).read_text())
     spec = config["model"]["init_args"]["model"]
     module, _, name = spec["class_path"].rpartition(".")
     kwargs = dict(spec.get("init_args") or {})

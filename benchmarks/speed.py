@@ -76,6 +76,7 @@ from seqrec.bench.report import (
     spread,
     write_section,
 )
+from seqrec.runs import SUMMARY
 
 TITLE = "Speed"
 PARTS = ("matmul", "train", "eval", "official", "fit")
@@ -464,7 +465,7 @@ def phase_fit(spec: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     results = fit(spec["args"])
     seconds = time.perf_counter() - started
-    summary = next(Path(spec["save_dir"]).rglob("fit_summary.json"), None)
+    summary = next(Path(spec["save_dir"]).rglob(SUMMARY), None)
     return {"seconds": seconds, "results": {k: float(v) for k, v in results.items()},
             "summary": json.loads(summary.read_text()) if summary else {}, "rss_peak_kb": _rss_kb()}
 

@@ -37,7 +37,14 @@ from seqrec.data.item_map import ItemMap
 from seqrec.data.sequences import RawIdIndex, Sequences
 from seqrec.datamodules.base import RecommendationData
 from seqrec.models.base import RecurrentState, SequenceRecommender
-from seqrec.runs import check_run_checkpoint, checkpoint_fix, data_overrides, find_run_dir, resolve_checkpoint
+from seqrec.runs import (
+    CONFIG,
+    check_run_checkpoint,
+    checkpoint_fix,
+    data_overrides,
+    find_run_dir,
+    resolve_checkpoint,
+)
 from seqrec.session import RecurrentSession
 from seqrec.tasks.base import RanksTargets
 from seqrec.tasks.catalogue_topk import Ties, TopK, catalogue_topk
@@ -334,7 +341,7 @@ def load_run(
     run_dir = find_run_dir(given)
     ckpt = given if given.is_file() and str(checkpoint) == "best" else resolve_checkpoint(run_dir, checkpoint)
     check_run_checkpoint(ckpt, run_dir)
-    config_path = run_dir / "config.yaml"
+    config_path = run_dir / CONFIG
     precision = _precision_of(config_path)
     args = [
         "--config", str(config_path),

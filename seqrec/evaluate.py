@@ -20,6 +20,7 @@ from seqrec.callbacks.signals import stop_on_signals
 from seqrec.checks import check_catalogue
 from seqrec.datamodules.base import RecommendationData
 from seqrec.errors import run_command
+from seqrec.runs import TEST_METRICS
 
 log = logging.getLogger("seqrec.evaluate")
 
@@ -50,8 +51,8 @@ def run_test(argv: list[str]) -> dict[str, float]:
         out_dir = Path(run.trainer.log_dir or run.trainer.default_root_dir)
         if run.trainer.is_global_zero:
             out_dir.mkdir(parents=True, exist_ok=True)
-            write_json(out_dir / "test_metrics.json", results)
-            log.info("test metrics written to %s", out_dir / "test_metrics.json")
+            write_json(out_dir / TEST_METRICS, results)
+            log.info("test metrics written to %s", out_dir / TEST_METRICS)
         for logger in run.trainer.loggers:
             if callable(getattr(logger, "close", None)):
                 logger.close()

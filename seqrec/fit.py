@@ -16,7 +16,6 @@ is one line (``seqrec.errors.run_command``).
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,8 +32,8 @@ from seqrec.datamodules.base import RecommendationData
 from seqrec.errors import run_command
 from seqrec.fit_summary import checkpoint_callback, fit_summary
 from seqrec.lightning_private import disable_version_counter
-from seqrec.loggers.report import read_csv_rows
 from seqrec.resume import RESUMABLE_KEYS, logger_version, resolve_resume
+from seqrec.runs import SUMMARY, TEST_METRICS, remove_if_unused
 
 __all__ = ["RESUMABLE_KEYS", "fit", "main"]  # RESUMABLE_KEYS: seqrec.tune reads it from here
 
@@ -109,7 +108,7 @@ def _fit_run(run: Any) -> dict[str, float]:
     summary = fit_summary(trainer, time.perf_counter() - started, trainer.current_epoch - first_epoch,
                           "sitting_time_limit" if paused is not None else None)
     if trainer.is_global_zero:
-        write_json(out_dir / "fit_summary.json", summary)
+        write_json(out_dir / SUMMARY, summary)
     log.info("fit: %s", summary)
     results: dict[str, float] = {}
     if cli.config.test:
@@ -117,8 +116,8 @@ def _fit_run(run: Any) -> dict[str, float]:
         has_best = best is not None and best.best_model_path
         [results] = trainer.test(task, datamodule=data, ckpt_path="best" if has_best else None)
         if trainer.is_global_zero:
-            write_json(out_dir / "test_metrics.json", results)
-        log.info("test metrics written to %s", out_dir / "test_metrics.json")
+            write_json(out_dir / TEST_METRICS, results)
+        log.info("test metrics written to %s", out_dir / TEST_METRICS)
     if paused is not None:  # a partial result: the test above is of the best checkpoint so far
         _close_loggers(trainer, "interrupted")
         paused.args = (f"{paused}; resume with the same command and --ckpt_path {out_dir}",)
@@ -137,7 +136,7 @@ def local_run_directory(trainer: L.Trainer) -> Path:
 def _finish(trainer: L.Trainer, out_dir: Path, summary: dict) -> None:
     """After a signal: fit_summary.json and the report from the whole history."""
     if trainer.is_global_zero and out_dir.is_dir():
-        write_json(out_dir / "fit_summary.json", summary)
+        write_json(out_dir / SUMMARY, summary)
     _close_loggers(trainer, "interrupted")
 
 
@@ -146,23 +145,6 @@ def _close_loggers(trainer: L.Trainer, status: str = "success") -> None:
     for logger in trainer.loggers:
         if callable(getattr(logger, "close", None)):
             logger.close(status) if status != "success" else logger.close()
-
-
-def remove_if_unused(run_dir: Path) -> None:
-    """Remove a run directory this process created, when the run failed before it trained anything.
-
-    Unused: no checkpoint and no training, validation or test row in metrics.csv (the cost rows written at
-    start do not count), so a failure at start leaves no empty ``version_N`` behind.
-    """
-    if not run_dir.is_dir():
-        return
-    if any((run_dir / "checkpoints").glob("*.ckpt")):
-        return
-    metrics = run_dir / "metrics.csv"
-    if metrics.is_file():
-        if any(key.startswith(("train/", "val/", "test/")) for row in read_csv_rows(metrics) for key in row):
-            return
-    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,35 +37,29 @@ import yaml
 from seqrec.atomic import write_json
 from seqrec.callbacks.checkpoint_io import CheckpointError, checkpoint_problem
 from seqrec.checks import config_leaves, flag_name
+from seqrec.loggers.report import read_csv_rows
+from seqrec.run_files import (  # noqa: F401 (re-exported: the run directory's names)
+    CHECKPOINTS,
+    CONFIG,
+    LAST,
+    METRICS,
+    ORIGIN,
+    SUMMARY,
+    TEST_METRICS,
+    VERSION_PREFIX,
+    is_trained_run,
+    last_checkpoint,
+    newest_version,
+    version_dir,
+    version_number,
+)
 
-CONFIG = "config.yaml"
-ORIGIN = "origin.json"
-SUMMARY = "fit_summary.json"
-CHECKPOINTS = "checkpoints"
-LAST = "last.ckpt"
 # the last component of a data config key naming a file or folder relative to the working directory (a source's
 # ``files`` and a Hugging Face ``data_files`` / ``data_dir`` are relative to its root or path instead)
 PATH_KEYS = frozenset({"path", "root", "cache_dir", "hf_cache_dir"})
 
 
 # --- finding a run ------------------------------------------------------------------------------------------
-def version_number(path: Path) -> int:
-    """N of a ``version_N`` folder (-1 for any other name)."""
-    suffix = path.name.rpartition("_")[2]
-    return int(suffix) if path.name.startswith("version_") and suffix.isdigit() else -1
-
-
-def is_trained_run(path: Path) -> bool:
-    """A run directory with its config.yaml and at least one checkpoint."""
-    return (path / CONFIG).is_file() and any((path / CHECKPOINTS).glob("*.ckpt"))
-
-
-def newest_version(experiment: Path, keep: Callable[[Path], bool] = is_trained_run) -> Path | None:
-    """The ``version_N`` of an experiment folder with the highest N among those ``keep`` accepts, or None."""
-    versions = [p for p in Path(experiment).glob("version_*") if p.is_dir() and keep(p)]
-    return max(versions, key=version_number) if versions else None
-
-
 def find_run_dir(path: str | Path) -> Path:
     """The run directory (holding config.yaml) of a run directory, a checkpoint, or an experiment folder.
 
@@ -91,6 +86,23 @@ def find_run_dir(path: str | Path) -> Path:
 def last_checkpoints(experiment: Path) -> list[Path]:
     """An experiment folder's runs' ``last.ckpt`` files, newest first (by file time): ``--ckpt_path last`` resumes the first."""
     return sorted(Path(experiment).glob(f"*/{CHECKPOINTS}/{LAST}"), key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def remove_if_unused(run_dir: Path) -> None:
+    """Remove a run directory this process created, when the run failed before it trained anything.
+
+    Unused: no checkpoint and no training, validation or test row in metrics.csv (the cost rows written at
+    start do not count), so a failure at start leaves no empty ``version_N`` behind.
+    """
+    if not run_dir.is_dir():
+        return
+    if any((run_dir / CHECKPOINTS).glob("*.ckpt")):
+        return
+    metrics = run_dir / METRICS
+    if metrics.is_file():
+        if any(key.startswith(("train/", "val/", "test/")) for row in read_csv_rows(metrics) for key in row):
+            return
+    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 # --- where a run was made --------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ from seqrec.checks import config_leaves, flag_name
 from seqrec.cli import main as cli_main
 from seqrec.config_files import COMPOSE_KEY, CONFIG_DIR, resolve_config
 from seqrec.fit import RESUMABLE_KEYS, fit
+from seqrec.runs import SUMMARY, TEST_METRICS, last_checkpoint
 from seqrec.tune_space import Space, check_space, cli_value, read_space, segments, space_from_dict
 
 log = logging.getLogger("seqrec.tune")
@@ -430,28 +431,28 @@ class TrialRun:
         trial.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
         exp = self.experiment
         run_dir = exp.folder / self.group / name
-        summary = _read_json(run_dir / "fit_summary.json")
+        summary = _read_json(run_dir / SUMMARY)
         pruning = ValidationPruning(trial, exp.monitor) if self.prune else None
-        if not (summary.get("status") in FINISHED_FIT and (not self.test or (run_dir / "test_metrics.json").is_file())):
+        if not (summary.get("status") in FINISHED_FIT and (not self.test or (run_dir / TEST_METRICS).is_file())):
             args = exp.base_args + extra + [
                 "--trainer.logger.init_args.save_dir", str(exp.folder),
                 "--trainer.logger.init_args.name", self.group,
                 "--trainer.logger.init_args.version", name,
                 "--test", "true" if self.test else "false",
             ]
-            if (run_dir / "checkpoints" / "last.ckpt").is_file():
+            if last_checkpoint(run_dir).is_file():
                 args += ["--ckpt_path", str(run_dir)]
                 log.info("trial %d resumes %s from its last.ckpt", trial.number, run_dir)
             try:
                 fit(args, callbacks=[pruning] if pruning is not None else [])
             except SystemExit as exit_info:  # the run refused its arguments (printed above): fail, do not retry
                 raise RuntimeError(f"trial {trial.number}: its run exited with status {exit_info.code}") from None
-            summary = _read_json(run_dir / "fit_summary.json")
+            summary = _read_json(run_dir / SUMMARY)
         trial.set_user_attr("fit", {k: summary.get(k) for k in ("status", "epochs", "global_step", "best_checkpoint")})
         if self.test:
-            trial.set_user_attr("test", _read_json(run_dir / "test_metrics.json"))
+            trial.set_user_attr("test", _read_json(run_dir / TEST_METRICS))
         if pruning is not None and pruning.pruned_at is not None:
-            write_json(run_dir / "fit_summary.json", {**summary, "status": "pruned", "pruned_at": pruning.pruned_at})
+            write_json(run_dir / SUMMARY, {**summary, "status": "pruned", "pruned_at": pruning.pruned_at})
             raise optuna.TrialPruned(f"pruned after the validation at {curve_unit(exp)} {pruning.pruned_at}")
         if summary.get("best_score") is None:
             raise ValueError(f"trial {trial.number} logged no {exp.monitor} (its budget ended before the first "

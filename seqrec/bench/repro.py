@@ -37,6 +37,7 @@ from typing import Any
 from seqrec.atomic import write_json, write_text
 from seqrec.cli import main as cli_main
 from seqrec.data.preprocess import Preprocessing
+from seqrec.runs import SUMMARY, TEST_METRICS, VERSION_PREFIX
 
 # Yue et al., "Linear Recurrent Units for Sequential Recommendation" (WSDM 2024): Table 3 (full ranking) and
 # Table 4 (XLong, the target among 10,000 sampled negatives); PROTOCOLS.md §1.8 holds the same figures.
@@ -308,7 +309,7 @@ def public_command(argv: list[str], shared: Path | None) -> str:
 
 def latest_run(runs_dir: Path, config: str) -> Path | None:
     """The newest ``version_N`` directory of ``config`` holding test metrics."""
-    found = sorted((runs_dir / config).glob("version_*/test_metrics.json"), key=lambda p: p.stat().st_mtime)
+    found = sorted((runs_dir / config).glob(f"{VERSION_PREFIX}*/{TEST_METRICS}"), key=lambda p: p.stat().st_mtime)
     return found[-1].parent if found else None
 
 
@@ -343,8 +344,8 @@ def hardware(gpu: bool) -> str:
 
 def run_entry(run: Path, hardware_label: str, command: str) -> dict[str, Any]:
     """A ledger entry from a run directory: test metrics, why it stopped, its size and where it ran."""
-    metrics = json.loads((run / "test_metrics.json").read_text())
-    summary = json.loads((run / "fit_summary.json").read_text()) if (run / "fit_summary.json").exists() else {}
+    metrics = json.loads((run / TEST_METRICS).read_text())
+    summary = json.loads((run / SUMMARY).read_text()) if (run / SUMMARY).exists() else {}
     return {
         "metrics": {k.removeprefix("test/"): v for k, v in metrics.items() if k.startswith("test/")},
         "status": summary.get("status", "unknown"),
@@ -495,7 +496,7 @@ def command(
         if args.shared_data:
             extra = shared_data_overrides(config, Path(args.shared_data)) + extra
         before = latest_run(args.runs_dir, config)
-        before_mtime = (before / "test_metrics.json").stat().st_mtime if before is not None else None
+        before_mtime = (before / TEST_METRICS).stat().st_mtime if before is not None else None
         command = ""
         if not args.report_only:
             argv_run, _, code = run_config(config, args.runs_dir, extra, args.resume)
@@ -507,7 +508,7 @@ def command(
             elif code != 0:
                 failed.append(config)
         run = latest_run(args.runs_dir, config)
-        fresh = run is not None and (run != before or (run / "test_metrics.json").stat().st_mtime != before_mtime)
+        fresh = run is not None and (run != before or (run / TEST_METRICS).stat().st_mtime != before_mtime)
         known = run is not None and any(e.get("run_dir") == str(run) for e in cells.get(config, []))
         if fresh or (args.report_only and run is not None and not known):  # never an older run under a new command
             cells = record(ledger, config, run_entry(run, label, command))

@@ -57,6 +57,7 @@ from seqrec.lightning_private import (
     saves_on_train_epoch_end,
     validation_follows,
 )
+from seqrec.run_files import last_checkpoint
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 TIME_UP = 0  # Interrupted's "signal" when the sitting's time ran out (no signal has number 0)
@@ -118,7 +119,7 @@ def last_checkpoint_path(trainer: L.Trainer) -> Path:
         if isinstance(callback, ModelCheckpoint) and callback.dirpath:
             name = callback.CHECKPOINT_NAME_LAST + callback.FILE_EXTENSION
             return Path(callback.dirpath) / name
-    return Path(trainer.log_dir or trainer.default_root_dir) / "checkpoints" / "last.ckpt"
+    return last_checkpoint(Path(trainer.log_dir or trainer.default_root_dir))
 
 
 class SignalCheckpoint(Checkpoint):

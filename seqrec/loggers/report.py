@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from seqrec.atomic import atomic_write, write_text
-from seqrec.runs import newest_version
+from seqrec.run_files import CONFIG, METRICS, TEST_METRICS, newest_version
 
 _METRIC = re.compile(r"^(?P<split>[a-z]+)/(?P<kind>[a-z]+)@(?P<k>\d+)$")
 SITTING = "sitting"  # metrics.csv column: 0 for the first sitting of a run, n for its n-th resume
@@ -34,9 +34,9 @@ SITTING = "sitting"  # metrics.csv column: 0 for the first sitting of a run, n f
 def find_run_dir(path: str | Path) -> Path:
     """``path`` if it holds metrics.csv, else its newest ``version_N`` that does; FileNotFoundError otherwise."""
     path = Path(path)
-    if (path / "metrics.csv").is_file():
+    if (path / METRICS).is_file():
         return path
-    newest = newest_version(path, keep=lambda p: (p / "metrics.csv").is_file())
+    newest = newest_version(path, keep=lambda p: (p / METRICS).is_file())
     if newest is None:
         raise FileNotFoundError(
             f"{path} is not a run directory: expected metrics.csv in it or in a version_N folder inside it "
@@ -47,7 +47,7 @@ def find_run_dir(path: str | Path) -> Path:
 
 def read_metrics(run_dir: Path) -> list[dict[str, float]]:
     """The run's history from metrics.csv: rows as {column: float}, empty cells left out (``current_rows``)."""
-    return current_rows(read_csv_rows(run_dir / "metrics.csv"))
+    return current_rows(read_csv_rows(run_dir / METRICS))
 
 
 def current_rows(rows: list[dict[str, float]]) -> list[dict[str, float]]:
@@ -94,7 +94,7 @@ def final_values(run_dir: Path, rows: list[dict[str, float]]) -> dict[str, float
     values: dict[str, float] = {}
     for row in rows:
         values.update(row)
-    path = run_dir / "test_metrics.json"
+    path = run_dir / TEST_METRICS
     if path.is_file():
         values.update({k: float(v) for k, v in json.loads(path.read_text()).items()})
     return values
@@ -136,7 +136,7 @@ def _number(text: str) -> Any:
 
 def read_config(run_dir: Path) -> dict[str, Any]:
     """config.yaml of the run (empty when absent)."""
-    path = run_dir / "config.yaml"
+    path = run_dir / CONFIG
     if not path.is_file():
         return {}
     import yaml

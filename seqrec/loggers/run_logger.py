@@ -49,6 +49,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from seqrec.atomic import atomic_write
 from seqrec.lightning_private import drop_wandb_anonymous
 from seqrec.loggers.report import SITTING, read_table, write_report
+from seqrec.run_files import CONFIG, METRICS, version_dir
 
 log = logging.getLogger(__name__)
 LOGGER_NAMES = ("csv", "wandb")
@@ -230,7 +231,7 @@ class RunLogger(CSVLogger):
         root.mkdir(parents=True, exist_ok=True)
         while True:
             try:
-                (root / f"version_{version}").mkdir()
+                version_dir(root, version).mkdir()
                 return version
             except FileExistsError:
                 version += 1
@@ -308,7 +309,7 @@ class RunLogger(CSVLogger):
         super().log_hyperparams(params)
         if self.wandb is not None:
             self.wandb.log_hyperparams(params if params is not None else {})
-            config = Path(self.log_dir) / "config.yaml"
+            config = Path(self.log_dir) / CONFIG
             if config.is_file():
                 import yaml
 
@@ -342,7 +343,7 @@ class RunLogger(CSVLogger):
         self._closed = True
         directory = Path(self.log_dir)
         report: dict[str, Path] = {}
-        if (directory / "metrics.csv").is_file():
+        if (directory / METRICS).is_file():
             try:
                 report = write_report(directory, wandb_dir=self.wandb_run_dir())
             except Exception as error:  # noqa: BLE001 (a report must never fail the run)
