@@ -21,12 +21,13 @@ setup: $(VENV)/.installed
 fit: setup
 	$(PY) -m seqrec fit --config $(CONFIG) $(ARGS)
 
+# the tests run on every core (pytest-xdist: -n auto); PYTEST_ARGS="-n 0" runs them in one process
 test: setup
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n auto $(PYTEST_ARGS)
 
 # the edit loop: every test but those marked slow (subprocess fits, faults, DDP, servers, benchmark smoke runs)
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n auto -m "not slow" $(PYTEST_ARGS)
 
 # golden: rewrite tests/fixtures/resolved_configs.json, every shipped experiment as it resolves (review the diff)
 golden: setup
