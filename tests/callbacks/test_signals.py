@@ -42,6 +42,7 @@ def stopped(monkeypatch, capsys, args, what: str, batch: int) -> tuple[int, str]
 
 
 def test_signals_checkpoint_where_they_come_and_the_run_resumes_exactly(ml100k_root, tmp_path, monkeypatch, capsys):
+    before = signal.getsignal(signal.SIGINT)  # default_int_handler, or SIG_IGN in a pytest-xdist worker
     whole = main(tiny(ml100k_root, tmp_path / "whole", *EVERY_2_EPOCHS))
     args = tiny(ml100k_root, tmp_path / "split", *EVERY_2_EPOCHS)
     run = tmp_path / "split" / "sasrec_ml100k" / "version_0"
@@ -59,7 +60,7 @@ def test_signals_checkpoint_where_they_come_and_the_run_resumes_exactly(ml100k_r
         assert any(row["val/ndcg@10"] and row["epoch"] == "1" for row in csv.DictReader(handle))
     resumed = main(args + ["--ckpt_path", "last"])
     assert resumed == whole
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers given back
+    assert signal.getsignal(signal.SIGINT) is before  # handlers given back
 
 
 def test_outside_training_a_signal_stops_at_once():
