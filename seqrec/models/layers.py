@@ -18,6 +18,7 @@ n keys, feed-forward 2·d·f. ``fft_macs``: the convention for a real FFT, share
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -53,15 +54,15 @@ class _KeepMask(torch.autograd.Function):
         return (grad * keep).mul_(ctx.scale), None, None
 
 
-def keep_mask(x: Tensor, p: float) -> tuple[Tensor | None, float]:
-    """(keep, scale) of inverted dropout for a tensor shaped like x: keep ~ Bernoulli(1 − p') booleans, scale
+def keep_mask(shape: Sequence[int], device: torch.device, p: float) -> tuple[Tensor | None, float]:
+    """(keep, scale) of inverted dropout for a tensor of ``shape``: keep ~ Bernoulli(1 − p') booleans, scale
     1/(1 − p'), drawn as ``dropout`` draws them (p' = p on accelerators, ⌊p·2¹⁵⌉/2¹⁵ on CPU); (None, 1.0) at p = 0."""
     if p == 0.0:
         return None, 1.0
-    if x.device.type != "cpu":
-        return torch.rand(x.shape, device=x.device) >= p, 1.0 / (1.0 - p)
+    if device.type != "cpu":
+        return torch.rand(tuple(shape), device=device) >= p, 1.0 / (1.0 - p)
     threshold = round(p * MASK_LEVELS)
-    keep = torch.empty(x.shape, dtype=torch.int16, device=x.device).random_(0, MASK_LEVELS) >= threshold
+    keep = torch.empty(tuple(shape), dtype=torch.int16, device=device).random_(0, MASK_LEVELS) >= threshold
     return keep, MASK_LEVELS / (MASK_LEVELS - threshold)
 
 
@@ -77,7 +78,7 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
         return x
     if x.device.type != "cpu":
         return F.dropout(x, p, True)
-    keep, scale = keep_mask(x, p)
+    keep, scale = keep_mask(x.shape, x.device, p)
     return _KeepMask.apply(x, keep, scale)
 
 

@@ -216,7 +216,7 @@ class MixerMLP(nn.Module):
             return x + self.dropout(axis_product(self.axis, y, w2, self.fc2.bias))  # e·n -> n
         expanded = list(z.shape)
         expanded[AXIS_DIM[self.layout][self.axis]] = self.fc1.out_features
-        keep, scale = keep_mask(z.new_empty(expanded), self.dropout.p) if self.training else (None, 1.0)
+        keep, scale = keep_mask(expanded, z.device, self.dropout.p) if self.training else (None, 1.0)
         out = _ExpandMLP.apply(z, w1, self.fc1.bias, w2, self.fc2.bias, keep, scale, self.axis, self.recompute_hidden)
         return x + self.dropout(out)
 

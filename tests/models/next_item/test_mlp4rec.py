@@ -150,9 +150,9 @@ def test_fused_mixer_dropout_is_inverted_dropout_after_gelu_and_after_fc2(axis):
     fused = mixer(x)
     torch.manual_seed(5)
     h = axis_product(axis, mixer.layer_norm(x), mixer.fc1.weight, mixer.fc1.bias)
-    keep1, scale1 = keep_mask(h, 0.3)
+    keep1, scale1 = keep_mask(h.shape, h.device, 0.3)
     out = axis_product(axis, F.gelu(h) * keep1 * scale1, mixer.fc2.weight, mixer.fc2.bias)
-    keep2, scale2 = keep_mask(out, 0.3)
+    keep2, scale2 = keep_mask(out.shape, out.device, 0.3)
     torch.testing.assert_close(fused, x + out * keep2 * scale2)
     assert abs(keep1.float().mean().item() - 0.7) < 0.05 and scale1 == pytest.approx(1 / 0.7, rel=1e-4)
 
