@@ -331,7 +331,7 @@ def uses_gpu(extra: list[str]) -> bool:
     return False
 
 
-def hardware(gpu: bool) -> str:
+def detect_hardware(gpu: bool) -> str:
     """What a run ran on, for its label: the GPU's name, or the CPU model and usable cores."""
     import torch
 
@@ -485,7 +485,7 @@ def command(
                               overrides=list(overrides or []))
     configs = CELLS if args.configs == ["all"] else args.configs
     extra_common = [a for a in args.overrides if a != "--"]
-    label = args.hardware or hardware(uses_gpu(extra_common))
+    label = args.hardware or detect_hardware(uses_gpu(extra_common))
     ledger = args.out.parent / LEDGER
     cells = read_ledger(ledger)
     failed, interrupted, paused = [], [], []

@@ -130,10 +130,24 @@ def test_report_only_records_runs_it_has_not_seen(tmp_path):
     assert [e["hardware"] for e in cells["lru_beauty"]] == ["here"]
 
 
+def test_without_hardware_the_label_is_detected(tmp_path, monkeypatch):
+    """No --hardware: the label comes from detect_hardware (a parameter named like the helper once shadowed it)."""
+    runs, out = tmp_path / "runs", tmp_path / "R.md"
+
+    def fake_run(config, runs_dir, extra, resume):
+        write_run(runs_dir, config)
+        return ["py", "-m", "seqrec", "fit", "--config", config], 1.0, 0
+
+    monkeypatch.setattr(repro, "run_config", fake_run)
+    repro.main(["--configs", "lru_ml1m", "--runs_dir", str(runs), "--out", str(out)])
+    [entry] = read_ledger(tmp_path / "reproduction.json")["lru_ml1m"]
+    assert entry["hardware"] == repro.detect_hardware(False) and entry["hardware"].startswith("CPU: ")
+
+
 def test_hardware_detection_reads_the_accelerator_flag():
     assert uses_gpu(["--trainer.accelerator", "gpu"]) and uses_gpu(["--trainer.accelerator=cuda"])
     assert not uses_gpu(["--trainer.accelerator", "cpu"])
-    assert repro.hardware(False).startswith("CPU: ")
+    assert repro.detect_hardware(False).startswith("CPU: ")
 
 
 def test_shared_data_overrides_parse(tmp_path):
