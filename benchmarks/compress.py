@@ -461,7 +461,7 @@ def write_report(runs: dict, out_dir: Path, name: str, command: str) -> Path:
 
 def trained(name: str, run: Run, data: CTRDataModule, L: int, args: argparse.Namespace) -> dict:
     """Train ``run``'s model (or, with ``--reuse-models``, load the weights an identical earlier run saved)."""
-    model = run.task.model
+    model = run.task.net
     config = run.config
     settings = {"data": config.data.as_dict(), "model": config.model.as_dict(), "trainer": config.trainer.as_dict(),
                 "seed": config.seed_everything, "num_items": data.num_items}
@@ -485,7 +485,7 @@ def trained(name: str, run: Run, data: CTRDataModule, L: int, args: argparse.Nam
 
 def backbone_args(run: Run) -> dict:
     """The backbone's init_args of a built run (for the report), without the data-linked ``num_items``."""
-    args = run.config.model.init_args.model.init_args.as_dict()
+    args = run.config.model.init_args.net.init_args.as_dict()
     args.pop("num_items", None)
     return args
 
@@ -501,7 +501,7 @@ def run_length(L: int, args: argparse.Namespace) -> dict:
     if lru_run.config.data != tf_run.config.data:
         raise ValueError(f"{args.lru_config} resolves to other data than {args.config}: both models must be trained and "
                          "tested on the same data; give both configs the same protocol (or the same data overrides)")
-    transformer, lru = tf_run.task.model, lru_run.task.model
+    transformer, lru = tf_run.task.net, lru_run.task.net
     if not isinstance(transformer, CTRTransformer) or not isinstance(lru, CTRLRU):
         raise ValueError(f"--config must build a CTRTransformer and --lru-config a CTRLRU, got "
                          f"{type(transformer).__name__} and {type(lru).__name__}")
@@ -542,7 +542,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="python -m benchmarks.compress [options] [-- dotted overrides for every build]",
         epilog="Arguments after -- go to seqrec.build for the data and both models (later ones win), e.g.\n"
-               "  -- --data.init_args.source.init_args.path ml-1m.txt --model.init_args.model.init_args.d_model 32",
+               "  -- --data.init_args.source.init_args.path ml-1m.txt --model.net.d_model 32",
     )
     parser.add_argument("--config", default="ctr_transformer_ml1m.yaml", help="CTR fit config of the transformer and the data")
     parser.add_argument("--lru-config", default="ctr_lru_ml1m.yaml", help="CTR fit config of the LRU reference (same data)")

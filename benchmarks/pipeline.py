@@ -223,7 +223,7 @@ def phase_train(spec: dict[str, Any]) -> dict[str, Any]:
         "ms_per_step": [t / spec["train_steps"] * 1e3 for t in step_s],
         "loader_samples_per_s": [n / t for n, t in zip(loader_samples, loader_s)],
         "train_examples": len(data.datasets["train"]), "batch_size": loader.batch_size,
-        "model": type(task.model).__name__, "parameters": sum(p.numel() for p in task.parameters()),
+        "model": type(task.net).__name__, "parameters": sum(p.numel() for p in task.parameters()),
         "num_items": data.num_items, "rss_baseline_kb": baseline, "rss_peak_kb": peak_rss_kb(), **threads,
     }
 

@@ -399,7 +399,7 @@ def rebuilt(run: Any, max_len: int) -> Any:
     import yaml
 
     config = yaml.safe_load((run.run_dir / CONFIG).read_text())
-    spec = config["model"]["init_args"]["model"]
+    spec = config["model"]["init_args"]["net"]
     module, _, name = spec["class_path"].rpartition(".")
     kwargs = dict(spec.get("init_args") or {})
     kwargs.update(num_items=int(run.sequences.num_items), max_len=max_len)

@@ -248,7 +248,7 @@ def phase_train(spec: dict[str, Any]) -> dict[str, Any]:
     peak = _rss_kb()  # before counting MACs, which holds the plain loss's full logits
     result = {
         "ms_per_step": [s * 1e3 for s in step_s], "samples_per_s": samples, "tokens_per_s": tokens,
-        "rss_baseline_kb": baseline, "rss_peak_kb": peak, "model": type(task.model).__name__,
+        "rss_baseline_kb": baseline, "rss_peak_kb": peak, "model": type(task.net).__name__,
         "parameters": sum(p.numel() for p in task.parameters()), "batch_size": data.batch_size,
         "max_len": data.max_len, "num_items": data.num_items, "train_examples": len(data.datasets["train"]),
         "threads": torch.get_num_threads(),
@@ -318,7 +318,7 @@ def official_module(directory: str | Path) -> Any:
 
 def official_args(run: Any, num_items: int) -> SimpleNamespace:
     """The official ``args`` at our config's size: hidden units, blocks and dropout of ``lru_ml1m``'s model."""
-    model = run.config.model.init_args.model.init_args
+    model = run.config.model.init_args.net.init_args
     return SimpleNamespace(bert_hidden_units=int(model.d_model), bert_num_blocks=int(model.num_layers),
                            bert_dropout=float(model.dropout), bert_attn_dropout=float(model.dropout),
                            num_items=int(num_items), dataset_code="ml-1m")

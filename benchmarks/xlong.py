@@ -206,7 +206,7 @@ def phase_train(spec: dict[str, Any]) -> dict[str, Any]:
     baseline = _rss_mib()
     torch.manual_seed(0)
     _, data, task = _built(spec, spec["config"])
-    task.model.train()
+    task.net.train()
     if getattr(task, "loss_kind", None) != "sampled_ce":
         raise ValueError(f"{spec.get('config')}: the XLong benchmark times LRURec's sampled softmax (loss: sampled_ce)")
     step = training_step(task, single_optimizer(task), clip=5.0)
@@ -252,7 +252,7 @@ def phase_eval(spec: dict[str, Any]) -> dict[str, Any]:
             if warmed or len(data.datasets["valid"]) <= len(batch["target"]):  # one batch only: it is measured
                 rates.append(len(batch["target"]) / (time.perf_counter() - started))
                 started = time.perf_counter()
-                task.model.last_hidden(batch["items"])
+                task.net.last_hidden(batch["items"])
                 forward.append(len(batch["target"]) / (time.perf_counter() - started))
             warmed = True
     return {"users_per_s": rates, "forward_users_per_s": forward, "queries": len(data.datasets["valid"]),

@@ -37,6 +37,7 @@ from seqrec.data.item_map import ItemMap
 from seqrec.data.sequences import RawIdIndex, Sequences
 from seqrec.datamodules.base import RecommendationData
 from seqrec.models.base import RecurrentState, SequenceRecommender
+from seqrec.renamed_keys import note
 from seqrec.runs import (
     CONFIG,
     check_run_checkpoint,
@@ -94,7 +95,8 @@ class SessionState:
 
 
 class TrainedRun:
-    """A trained run, ready to recommend: its model (weights from a checkpoint), data (ids, histories) and config.
+    """A trained run, ready to recommend: its network ``net`` (weights from a checkpoint), data (ids, histories) and
+    config.
 
     Build it with ``load_run``. Raw ids are the data's own (int or str as the source had them); an item the
     data does not know has no embedding and is skipped in a history (logged). The one owner of what inference
@@ -113,7 +115,7 @@ class TrainedRun:
         task.to(device)
         if precision in WEIGHT_DTYPES:
             task.to(WEIGHT_DTYPES[precision])
-        self.model: SequenceRecommender = task.model
+        self.net: SequenceRecommender = task.net
         # the events a query reads, as the evaluation's windows (max_len - 1 for a cloze model, which appends [mask])
         self.max_len: int = datamodule.history_len
         ranker = task if isinstance(task, RanksTargets) else None  # a CTR task: the defaults
@@ -123,6 +125,12 @@ class TrainedRun:
         self._items: ItemMap | None = None
         self._user_index: RawIdIndex | None = None
         self._session: RecurrentSession | None = None
+
+    @property
+    def model(self) -> SequenceRecommender:
+        """The network under its name from before the rename to ``net`` (one note; use ``net``)."""
+        note("TrainedRun.model is now TrainedRun.net")
+        return self.net
 
     # --- ids ----------------------------------------------------------------------------------------
     @property
@@ -176,7 +184,7 @@ class TrainedRun:
     def hidden(self, windows: np.ndarray) -> Tensor:
         """(B, d) the model's state at the newest position of left-padded windows (B, max_len), as ``NextItemTask.ranks``
         computes it (``SequenceRecommender.query_hidden``)."""
-        return self.model.query_hidden(torch.from_numpy(windows).to(self.device))
+        return self.net.query_hidden(torch.from_numpy(windows).to(self.device))
 
     def rank_spans(
         self,
@@ -202,7 +210,7 @@ class TrainedRun:
             pairs = (torch.from_numpy(allowed_pairs[0]).to(self.device), torch.from_numpy(allowed_pairs[1]).to(self.device))
         with self.inference():
             hidden = self.hidden(windows)
-            return catalogue_topk(self.model, hidden, k, exclude, allowed, pairs, self.chunk_size, ties)
+            return catalogue_topk(self.net, hidden, k, exclude, allowed, pairs, self.chunk_size, ties)
 
     def _decode(self, top: TopK) -> list[list[tuple[Any, float]]]:
         """Per row, [(raw item, score), ...] in rank order."""
@@ -271,7 +279,7 @@ class TrainedRun:
         ids = self.item_rows(candidates)
         if (ids == 0).any():
             log.warning("%d candidate items are not in the catalogue and were skipped", int((ids == 0).sum()))
-        mask = torch.zeros(self.model.num_items + 1, dtype=torch.bool, device=self.device)
+        mask = torch.zeros(self.net.num_items + 1, dtype=torch.bool, device=self.device)
         mask[torch.from_numpy(ids[ids > 0]).to(self.device)] = True
         return mask
 
@@ -280,7 +288,7 @@ class TrainedRun:
     def session(self) -> RecurrentSession:
         """The model's streaming inference (``seqrec.session``); TypeError for a model that is not recurrent."""
         if self._session is None:
-            self._session = RecurrentSession(self.model)
+            self._session = RecurrentSession(self.net)
         return self._session
 
     def init_state(self, batch_size: int = 1) -> SessionState:
@@ -314,7 +322,7 @@ class TrainedRun:
             items = np.array([i for s in state.seen for i in s], dtype=np.int64)
             exclude = (torch.from_numpy(rows).to(self.device), torch.from_numpy(items).to(self.device))
         with self.inference():
-            top = catalogue_topk(self.model, state.hidden, k, exclude, None, None, self.chunk_size, ties)
+            top = catalogue_topk(self.net, state.hidden, k, exclude, None, None, self.chunk_size, ties)
         return self._decode(top)
 
 
@@ -355,7 +363,7 @@ def load_run(
     load_weights(task, ckpt, run_dir)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    log.info("loaded %s (%s, %s)", ckpt, type(task.model).__name__, datamodule.sequences.summary())
+    log.info("loaded %s (%s, %s)", ckpt, type(task.net).__name__, datamodule.sequences.summary())
     return TrainedRun(config, datamodule, task, run_dir, ckpt, torch.device(device), precision)
 
 

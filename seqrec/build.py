@@ -47,6 +47,7 @@ from seqrec.checks import check_strategy, check_values
 from seqrec.config_files import COMPOSE_KEY, CONFIG_DIR, expand_config_args
 from seqrec.datamodules.base import RecommendationData
 from seqrec.loggers.run_logger import SittingMarker, check_logger_names
+from seqrec.renamed_keys import rename_args
 from seqrec.runs import write_origin
 from seqrec.tasks.base import RecommendationTask
 
@@ -175,14 +176,14 @@ class SeqRecCLI(LightningCLI):
         parser.add_argument(f"--{EARLY_STOPPING_KEY}", type=bool | None, default=None,
                             help="false: drop the config's EarlyStopping; true: keep it (on a protocol that switches "
                                  "it off, turn it back on); checkpointing: --trainer.enable_checkpointing false")
-        parser.link_arguments("data.num_items", "model.init_args.model.init_args.num_items", apply_on="instantiate")
+        parser.link_arguments("data.num_items", "model.init_args.net.init_args.num_items", apply_on="instantiate")
         # the data's window (RecommendationData.max_len) into a network that takes one, when the config is parsed
         # (resolved configs show it; skipped when the network has no max_len)
-        parser.link_arguments("data.init_args.max_len", "model.init_args.model.init_args.max_len", apply_on="parse")
+        parser.link_arguments("data.init_args.max_len", "model.init_args.net.init_args.max_len", apply_on="parse")
         # item-feature models (MLP4Rec): names, kinds and vocabulary sizes from the data; skipped by jsonargparse
         # when the model has no feature_spec or the datamodule no item_feature_spec
         parser.link_arguments(
-            "data.item_feature_spec", "model.init_args.model.init_args.feature_spec", apply_on="instantiate"
+            "data.item_feature_spec", "model.init_args.net.init_args.feature_spec", apply_on="instantiate"
         )
         # every run reports what it cost (--macs.*, --memory.*, --throughput.*; values in configs/trainer/default.yaml)
         parser.add_lightning_class_args(MACsCallback, "macs")
@@ -294,6 +295,7 @@ def _cli(cls: type[SeqRecCLI], args: list[str], adjust: Callable[[Namespace], No
          save_config: bool = True) -> SeqRecCLI:
     """Expand the configs in ``args`` and run the CLI class over them (``run=False``: nothing is fitted)."""
     expanded, experiment = expand_config_args(list(args))
+    expanded = rename_args(expanded)  # old spellings of the network's key (model -> net), one note each
     cls = type(cls.__name__, (cls,), {"experiment": experiment, "adjust": staticmethod(adjust) if adjust else None})
     return cls(
         L.LightningModule,

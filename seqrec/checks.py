@@ -33,7 +33,7 @@ def check_strategy(trainer_cfg: Namespace) -> None:
         raise ValueError(f"trainer.strategy={text!r} needs the deepspeed package: pip install 'seqrec[deepspeed]'") from None
 
 
-# value rules by key name, wherever the key sits (data.init_args.batch_size, model.init_args.model.init_args.d_model)
+# value rules by key name, wherever the key sits (data.init_args.batch_size, model.init_args.net.init_args.d_model)
 POSITIVE_INTS = ("max_len", "batch_size", "eval_batch_size", "d_model", "num_blocks", "num_heads", "num_layers",
                  "eval_negatives", "train_negatives", "accumulate_grad_batches")
 POSITIVE = ("lr",)

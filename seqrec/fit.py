@@ -64,7 +64,7 @@ def _fit_run(run: Any) -> dict[str, float]:
     cli, trainer, task, data = run.cli, run.trainer, run.task, run.datamodule
     if trainer.world_size > 1 and not any(p.requires_grad for p in task.parameters()):
         raise ValueError(
-            f"{type(getattr(task, 'model', task)).__name__} has no trainable parameters: its statistics would be "
+            f"{type(getattr(task, 'net', task)).__name__} has no trainable parameters: its statistics would be "
             f"counted on each of the {trainer.world_size} processes' shard of the data. Run it in one process "
             "(leave out configs/trainer/ddp.yaml, or --trainer.devices 1)."
         )

@@ -176,7 +176,7 @@ def read_candidates(
     items = trained.item_rows(columns["item"])
     keep = _rows_of(columns["item"], items, where, "item", "item", skip_unknown)
     if "user" not in columns:
-        mask = torch.zeros(trained.model.num_items + 1, dtype=torch.bool, device=trained.device)
+        mask = torch.zeros(trained.net.num_items + 1, dtype=torch.bool, device=trained.device)
         mask[torch.from_numpy(items[keep]).to(trained.device)] = True
         return mask, None
     users = trained.user_rows(columns["user"])

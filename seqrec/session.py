@@ -24,14 +24,14 @@ class RecurrentSession:
         """TypeError when the model cannot step a recurrent state (serve or rank it by re-encoding its window)."""
         if not isinstance(model, RecurrentRecommender):
             raise TypeError(f"{type(model).__name__} is not a recurrent model (init_state/step); use recommend()")
-        self.model = model
+        self.net = model
         self.layers = len(model.init_state(1))
         self.d_model = int(model.item_embeddings().shape[1])
 
     def start(self, batch_size: int) -> tuple[RecurrentState, Tensor]:
         """The empty state of ``batch_size`` users and a zero output (B, d)."""
-        state = self.model.init_state(batch_size)
-        device = self.model.item_embeddings().device
+        state = self.net.init_state(batch_size)
+        device = self.net.item_embeddings().device
         return state, torch.zeros(batch_size, self.d_model, device=device)
 
     def step(self, state: RecurrentState, hidden: Tensor | None, items: Tensor) -> tuple[RecurrentState, Tensor]:
@@ -40,12 +40,12 @@ class RecurrentSession:
         Item 0 (an item the catalogue does not know) leaves the row's state unchanged (the model's contract for
         padding) and its output as it was (``hidden``; None before any event: the model's output at padding).
         """
-        new_state, new_hidden = self.model.step(state, items)
+        new_state, new_hidden = self.net.step(state, items)
         if hidden is not None:
             new_hidden = torch.where((items > 0).unsqueeze(1), new_hidden, hidden)
         return new_state, new_hidden
 
     def prefill(self, items: Tensor) -> tuple[RecurrentState, Tensor]:
         """Left-padded histories (B, L) at once -> (state after the newest event, output (B, d))."""
-        state, hidden = self.model.prefill(items)
+        state, hidden = self.net.prefill(items)
         return state, hidden[:, -1]

@@ -6,16 +6,17 @@ Either one distribution per key (Optuna's sampler, TPE by default, draws them)::
     model.lr: {float: [1.0e-4, 1.0e-2], log: true}     # FloatDistribution(low, high, log=..., step=...)
     model.weight_decay: {float: [0.0, 0.1], step: 0.01}
     data.batch_size: {int: [64, 256], step: 64}         # IntDistribution(low, high, log=..., step=...)
-    model.model.dropout: {categorical: [0.1, 0.2, 0.3]}
+    model.net.dropout: {categorical: [0.1, 0.2, 0.3]}
 
 or an exhaustive grid (``GridSampler``: every combination once)::
 
     grid:
-      model.model.dropout: [0.1, 0.3]
+      model.net.dropout: [0.1, 0.3]
       model.weight_decay: [0.0, 0.01]
 
 A key is any form the command line accepts (``model.lr``, ``model.init_args.lr``), so the space does not change
-when a config key moves under ``init_args``. YAML reads ``1e-4`` (no dot) as a string; numbers written that way
+when a config key moves under ``init_args``; the network's old key (``model.model.dropout``) reads as
+``model.net.dropout`` with one note. YAML reads ``1e-4`` (no dot) as a string; numbers written that way
 are read as numbers. ``check_space`` refuses, before anything runs, a key the config does not have and a
 distribution that does not fit the key's value (a float range for an integer, a value the config's parser or
 its checks reject), each as one ``ValueError`` naming the file and the key.
@@ -37,6 +38,7 @@ import yaml
 from jsonargparse import Namespace
 
 from seqrec.checks import config_leaves
+from seqrec.renamed_keys import rename_flag
 
 if TYPE_CHECKING:
     import optuna
@@ -166,9 +168,15 @@ def space_from_dict(document: Any, where: str = "the space") -> Space:
         for key, values in grid.items():
             if not isinstance(values, list) or not values:
                 raise ValueError(f"{where}: grid key {key!r} must list its values, e.g. [0.1, 0.3]; got {values!r}")
-            params.append(Param(str(key), "categorical", choices=_choices(where, key, values)))
+            params.append(Param(space_key(key), "categorical", choices=_choices(where, key, values)))
         return Space(tuple(params), grid=True)
-    return Space(tuple(_param(where, str(key), spec) for key, spec in document.items()))
+    return Space(tuple(_param(where, space_key(key), spec) for key, spec in document.items()))
+
+
+def space_key(key: Any) -> str:
+    """A space's key as the parser spells it now (``model.model.dropout``, from before the network was ``net``, is
+    ``model.net.dropout``, with one note)."""
+    return rename_flag(f"--{key}")[2:]
 
 
 def _choices(where: str, key: str, values: list[Any]) -> tuple[Primitive, ...]:

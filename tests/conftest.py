@@ -90,7 +90,7 @@ def tiny_fit_args(
     """
     args = ["--config", config, "--data.init_args.source.init_args.root", str(root)]
     sizes = {"--data.max_len": max_len, "--data.batch_size": batch_size,
-             "--model.init_args.model.init_args.d_model": d_model, "--trainer.max_epochs": max_epochs,
+             "--model.net.d_model": d_model, "--trainer.max_epochs": max_epochs,
              "--trainer.check_val_every_n_epoch": val_every}
     args += [piece for key, value in sizes.items() if value is not None for piece in (key, str(value))]
     return [*args, "--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.save_dir", str(run_dir),

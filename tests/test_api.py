@@ -21,7 +21,7 @@ datasets = pytest.importorskip("datasets")
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 # appended to every `fit` line of the README so the runs take seconds (the commands are otherwise as written)
-SHRINK = ["--trainer.max_epochs", "2", "--model.init_args.model.init_args.d_model", "16", "--threads", "1",
+SHRINK = ["--trainer.max_epochs", "2", "--model.net.d_model", "16", "--threads", "1",
           "--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.loggers", "[csv]"]
 
 
@@ -131,7 +131,7 @@ def test_load_run_builds_the_task_and_data_without_a_trainer(readme_dir, monkeyp
     monkeypatch.chdir(readme_dir)
     monkeypatch.setattr(lightning.pytorch.Trainer, "__init__", no_trainer)
     run = seqrec.load_run("runs/lru_interactions/version_0", threads=1)
-    assert type(run.model).__name__ == "LRURec"
+    assert type(run.net).__name__ == "LRURec"
     saved = torch.load(run.checkpoint, map_location="cpu", weights_only=False)["state_dict"]
     assert saved.keys() == run.task.state_dict().keys()
     assert all(torch.equal(saved[key], value) for key, value in run.task.state_dict().items())

@@ -97,7 +97,7 @@ def test_the_golden_file_holds_exactly_the_shipped_experiments():
         (["--data.max_len", "0"], "--data.max_len 0: must be a positive integer"),
         (["--data.batch_size", "-1"], "--data.batch_size -1: must be a positive integer"),
         (["--model.init_args.lr", "-1"], "--model.lr -1.0: must be a positive number"),
-        (["--model.init_args.model.init_args.dropout", "1.5"], "--model.model.dropout 1.5: must be a fraction in [0, 1)"),
+        (["--model.net.dropout", "1.5"], "--model.net.dropout 1.5: must be a fraction in [0, 1)"),
         (["--data.eval_negatives", "100", "--model.init_args.metrics", "[hr@10, ndcg@10, hr@500]"],
          "--model.metrics ['hr@500']: k larger than the 101 candidates of sampled evaluation"),
         (["--model.init_args.metrics", "[hr@10]"],
@@ -173,10 +173,10 @@ def test_k_above_the_catalogue_in_full_ranking_fails_before_a_run_directory_exis
 
 def test_the_data_window_reaches_a_network_that_takes_one_when_the_config_is_parsed():
     config = parse(["--config", "sasrec_ml100k", "--data.init_args.max_len", "30"])
-    assert config.data.init_args.max_len == config.model.init_args.model.init_args.max_len == 30
-    assert "max_len" not in parse(["--config", "lru_ml1m"]).model.init_args.model.init_args  # LRURec has no window
+    assert config.data.init_args.max_len == config.model.init_args.net.init_args.max_len == 30
+    assert "max_len" not in parse(["--config", "lru_ml1m"]).model.init_args.net.init_args  # LRURec has no window
     wrapped = parse(["--config", "ctr_transformer_snapkv_ml1m", "--data.init_args.max_len", "40"])
-    assert wrapped.model.init_args.model.init_args.max_len == 40  # a compression wrapper passes it to its backbone
+    assert wrapped.model.init_args.net.init_args.max_len == 40  # a compression wrapper passes it to its backbone
 
 
 def _callbacks(config):

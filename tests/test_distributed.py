@@ -81,7 +81,7 @@ def ddp_args(root: Path, runs: Path, *extra: str, d_model: int | None = None) ->
 
 def test_popularity_refuses_several_processes(tmp_path, capsys):
     root = write_ml100k(tmp_path / "ml", num_users=11)
-    args = ddp_args(root, tmp_path / "runs", "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity")
+    args = ddp_args(root, tmp_path / "runs", "--model.net", "seqrec.models.next_item.popularity.Popularity")
     with pytest.raises(SystemExit) as exit_info:
         main(args)
     assert exit_info.value.code == 2

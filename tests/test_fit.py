@@ -22,7 +22,7 @@ def tiny(root: Path, run_dir: Path, *extra: str) -> list[str]:
         "--config", "sasrec_ml100k.yaml",
         "--data.init_args.source.init_args.root", str(root),
         "--data.max_len", "10", "--data.batch_size", "16",
-        "--model.init_args.model.init_args.d_model", "16",
+        "--model.net.d_model", "16",
         "--trainer.check_val_every_n_epoch", "1",
         "--trainer.enable_progress_bar", "false",
         "--trainer.logger.init_args.save_dir", str(run_dir),

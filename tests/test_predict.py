@@ -83,16 +83,16 @@ def fitted(tmp_path_factory) -> dict[str, Path]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SEQREC_CACHE", str(tmp_path_factory.mktemp("cache")))
         main(["fit", *tiny(root, runs / "sasrec", "--trainer.max_epochs", "2")])
-        main(["fit", *tiny(root, runs / "lru", "--trainer.max_epochs", "2", "--model.init_args.model",
-                           "seqrec.models.next_item.lru.LRURec", "--model.init_args.model.init_args.d_model", "16")])
-        main(["fit", *tiny(root, runs / "narm", "--trainer.max_epochs", "1", "--model.init_args.model",
-                           "seqrec.models.next_item.narm.NARM", "--model.init_args.model.init_args.d_model", "16")])
+        main(["fit", *tiny(root, runs / "lru", "--trainer.max_epochs", "2", "--model.net",
+                           "seqrec.models.next_item.lru.LRURec", "--model.net.d_model", "16")])
+        main(["fit", *tiny(root, runs / "narm", "--trainer.max_epochs", "1", "--model.net",
+                           "seqrec.models.next_item.narm.NARM", "--model.net.d_model", "16")])
         main(["fit", *tiny(root, runs / "fmlprec", "--trainer.max_epochs", "1", "--data.init_args.train_mode", "prefix",
-                           "--model.init_args.model", "seqrec.models.next_item.fmlprec.FMLPRec",
-                           "--model.init_args.model.init_args.d_model", "16")])
+                           "--model.net", "seqrec.models.next_item.fmlprec.FMLPRec",
+                           "--model.net.d_model", "16")])
         main(["fit", "--config", "sasrec_ml100k.yaml", "--data.init_args.source.init_args.root", str(root),
-              "--data.max_len", "10", "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity",
-              "--model.init_args.model.init_args.tie_break", "false",
+              "--data.max_len", "10", "--model.net", "seqrec.models.next_item.popularity.Popularity",
+              "--model.net.tie_break", "false",
               "--trainer.max_epochs", "1", "--trainer.enable_progress_bar", "false", "--threads", "1",
               "--trainer.logger.init_args.save_dir", str(runs / "pop"), "--trainer.logger.init_args.loggers", "[csv]"])
     return {name: runs / name / "sasrec_ml100k" / "version_0" for name in ("sasrec", "lru", "narm", "fmlprec", "pop")}

@@ -32,7 +32,7 @@ def tiny(root: Path, *extra: str) -> list[str]:
     """The experiment's flags: sasrec_ml100k on the fixture, a small model, one thread, validation every epoch."""
     return [
         "--data.init_args.source.init_args.root", str(root),
-        "--data.max_len", "10", "--data.batch_size", "16", "--model.model.d_model", "16",
+        "--data.max_len", "10", "--data.batch_size", "16", "--model.net.d_model", "16",
         "--trainer.check_val_every_n_epoch", "1", "--trainer.enable_progress_bar", "false",
         "--trainer.logger.init_args.loggers", "[csv]", "--threads", "1", *extra,
     ]
@@ -56,7 +56,7 @@ def refuse_test_split(self, *args, **kwargs):
 @pytest.mark.slow
 def test_a_grid_study_end_to_end(ml100k_root, tmp_path, monkeypatch, capsys):
     runs = tmp_path / "runs"
-    space = write_space(tmp_path / "space.yaml", {"grid": {"model.model.dropout": [0.1, 0.3], "model.lr": ["1e-3", "3e-3"]}})
+    space = write_space(tmp_path / "space.yaml", {"grid": {"model.net.dropout": [0.1, 0.3], "model.lr": ["1e-3", "3e-3"]}})
     monkeypatch.setattr(NextItemDataModule, "test_dataloader", refuse_test_split)
     result = main(["--config", "sasrec_ml100k", "--space", str(space), "--study", "grid", "--runs_dir", str(runs),
                    *tiny(ml100k_root, "--trainer.max_epochs", "3")])
@@ -67,13 +67,13 @@ def test_a_grid_study_end_to_end(ml100k_root, tmp_path, monkeypatch, capsys):
     study = load(runs, "grid")
     trials = study.get_trials()
     assert [t.state.name for t in trials] == ["COMPLETE"] * 4
-    assert sorted((t.params["model.model.dropout"], t.params["model.lr"]) for t in trials) == [
+    assert sorted((t.params["model.net.dropout"], t.params["model.lr"]) for t in trials) == [
         (0.1, 0.001), (0.1, 0.003), (0.3, 0.001), (0.3, 0.003)]
     for t in trials:
         run = folder / "trials" / f"trial_{t.number}"
         config = yaml.safe_load((run / "config.yaml").read_text())
         assert config["model"]["init_args"]["lr"] == t.params["model.lr"]
-        assert config["model"]["init_args"]["model"]["init_args"]["dropout"] == t.params["model.model.dropout"]
+        assert config["model"]["init_args"]["net"]["init_args"]["dropout"] == t.params["model.net.dropout"]
         assert config["test"] is False and not (run / "test_metrics.json").exists()
         assert not [k for k in (run / "metrics.csv").read_text().splitlines()[0].split(",") if k.startswith("test/")]
         summary = json.loads((run / "fit_summary.json").read_text())
@@ -156,9 +156,9 @@ def _refused(argv: list[str], capsys) -> str:
 
 
 @pytest.mark.parametrize(("space", "expected"), [
-    ({"model.model.dropot": {"float": [0.1, 0.3]}}, "unknown key 'model.model.dropot'"),
-    ({"model.model.d_model": {"float": [16, 64]}}, "does not fit the key's type: int (64 in the config)"),
-    ({"model.model.dropout": {"float": [0.1, 1.5]}}, "the value 1.5 is refused"),
+    ({"model.net.dropot": {"float": [0.1, 0.3]}}, "unknown key 'model.net.dropot'"),
+    ({"model.net.d_model": {"float": [16, 64]}}, "does not fit the key's type: int (64 in the config)"),
+    ({"model.net.dropout": {"float": [0.1, 1.5]}}, "the value 1.5 is refused"),
     ({"model.optimizer": {"categorical": ["adam", "sgdx"]}}, "the value 'sgdx' is refused"),
     ({"grid": {"model.lr": [0.1]}, "model.weight_decay": {"float": [0, 1]}}, "move ['model.weight_decay'] into it"),
 ])
@@ -302,7 +302,7 @@ def test_two_workers_on_postgresql_one_killed_mid_trial(ml100k_root, tmp_path, p
     its run directory from last.ckpt) and the study ends with 4 complete trials: every grid point once, the
     trial numbers without a gap, the killed trial the only failure."""
     runs = tmp_path / "runs"
-    space = write_space(tmp_path / "space.yaml", {"grid": {"model.model.dropout": [0.1, 0.3], "model.lr": [0.001, 0.003]}})
+    space = write_space(tmp_path / "space.yaml", {"grid": {"model.net.dropout": [0.1, 0.3], "model.lr": [0.001, 0.003]}})
     argv = ["--config", "sasrec_ml100k", "--space", str(space), "--study", "pg", "--runs_dir", str(runs),
             "--storage", postgres_url, "--heartbeat_interval", "1", "--pruner", "none",
             *tiny(ml100k_root, "--trainer.max_epochs", "15", "--trainer.min_epochs", "15")]
@@ -342,7 +342,7 @@ def test_two_workers_on_postgresql_one_killed_mid_trial(ml100k_root, tmp_path, p
     assert [n for n, s in states.items() if s != "COMPLETE"] == [killed_trial] and states[killed_trial] == "FAIL"
     complete = [t for t in trials if t.state.name == "COMPLETE"]
     assert len(complete) == 4
-    points = sorted((t.params["model.model.dropout"], t.params["model.lr"]) for t in complete)
+    points = sorted((t.params["model.net.dropout"], t.params["model.lr"]) for t in complete)
     assert points == [(0.1, 0.001), (0.1, 0.003), (0.3, 0.001), (0.3, 0.003)]  # none run twice
     [retry] = [t for t in complete if t.system_attrs.get("failed_trial") == killed_trial]
     assert retry.params == trials[killed_trial].params

@@ -20,21 +20,21 @@ def test_distributions_and_numbers_yaml_leaves_as_strings(tmp_path):
     path = tmp_path / "space.yaml"
     path.write_text("model.lr: {float: [1e-4, 1e-2], log: true}\n"
                     "data.batch_size: {int: [64, 256], step: 64}\n"
-                    "model.model.dropout: {categorical: [0.1, 2e-1, 0.3]}\n")
+                    "model.net.dropout: {categorical: [0.1, 2e-1, 0.3]}\n")
     space = read_space(path)
     assert space.params == (
         Param("model.lr", "float", 1e-4, 1e-2, log=True),
         Param("data.batch_size", "int", 64, 256, step=64),
-        Param("model.model.dropout", "categorical", choices=(0.1, 0.2, 0.3)),
+        Param("model.net.dropout", "categorical", choices=(0.1, 0.2, 0.3)),
     )
     assert not space.grid and space.size is None
     assert space_from_dict(space.as_dict()) == space  # what a study stores reads back the same
 
 
 def test_a_grid_is_every_combination():
-    space = space_from_dict({"grid": {"model.model.dropout": [0.2, 0.5], "model.weight_decay": [0, "1e-3"]}})
+    space = space_from_dict({"grid": {"model.net.dropout": [0.2, 0.5], "model.weight_decay": [0, "1e-3"]}})
     assert space.grid and space.size == 4
-    assert space.grid_values() == {"model.model.dropout": [0.2, 0.5], "model.weight_decay": [0, 0.001]}
+    assert space.grid_values() == {"model.net.dropout": [0.2, 0.5], "model.weight_decay": [0, 0.001]}
 
 
 @pytest.mark.parametrize(("document", "expected"), [
@@ -55,18 +55,18 @@ def test_malformed_spaces_are_one_line(document, expected):
 
 def test_keys_in_any_command_line_form_are_accepted(config):
     space = space_from_dict({"model.init_args.lr": {"float": [1e-4, 1e-2], "log": True},
-                             "model.model.init_args.dropout": {"categorical": [0.1, 0.3]},
+                             "model.net.init_args.dropout": {"categorical": [0.1, 0.3]},
                              "data.batch_size": {"int": [16, 64]},
                              "model.mask_history": {"categorical": [True, False]}})
     check_space(space, config, parse, BASE, "s.yaml")
 
 
 @pytest.mark.parametrize(("document", "expected"), [
-    ({"model.model.dropot": {"float": [0.1, 0.3]}}, "unknown key 'model.model.dropot'.*did you mean model.model.dropout"),
-    ({"model.model.d_model": {"float": [16, 64]}}, "does not fit the key's type: int"),
+    ({"model.net.dropot": {"float": [0.1, 0.3]}}, "unknown key 'model.net.dropot'.*did you mean model.net.dropout"),
+    ({"model.net.d_model": {"float": [16, 64]}}, "does not fit the key's type: int"),
     ({"model.lr": {"categorical": ["fast", 0.1]}}, "does not fit the key's type: float"),
     ({"model.mask_history": {"int": [0, 1]}}, "does not fit the key's type: bool"),
-    ({"model.model.dropout": {"float": [0.1, 1.0]}}, "the value 1.0 is refused .*must be a fraction in"),
+    ({"model.net.dropout": {"float": [0.1, 1.0]}}, "the value 1.0 is refused .*must be a fraction in"),
     ({"model.optimizer": {"categorical": ["adam", "sgdx"]}}, "the value 'sgdx' is refused .*optimizer: Expected"),
 ])
 def test_a_space_that_does_not_fit_the_config_is_refused(config, document, expected):

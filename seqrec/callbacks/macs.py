@@ -36,7 +36,7 @@ What a task counts is declared by the Protocols of ``seqrec.tasks.base``: a task
 one batch. It must return the tensors that computation produces (a tuple is fine): fvcore traces only the
 operators that reach the outputs, so work whose result is dropped would count for FlopCounterMode but not
 for fvcore. Otherwise "eval" counts ``task.ranks(batch)`` for a task that ``RanksTargets`` (else
-``task.model(batch["items"])``) and "train" counts ``task.training_step(batch, 0)`` with logging muted.
+``task.net(batch["items"])``) and "train" counts ``task.training_step(batch, 0)`` with logging muted.
 (A CTR task would return e.g. ``model.score_state(model.prefill(history), targets)``.)
 
 Backends: "fvcore" (FlopCountAnalysis on a jit trace; the issue's choice) or "flop_counter" (torch's
@@ -149,8 +149,8 @@ def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
 
 
 def network(task: L.LightningModule) -> torch.nn.Module | None:
-    """The network a ``RecommendationTask`` holds (``task.model``); None for another LightningModule."""
-    return task.model if isinstance(task, RecommendationTask) else None
+    """The network a ``RecommendationTask`` holds (``task.net``); None for another LightningModule."""
+    return task.net if isinstance(task, RecommendationTask) else None
 
 
 def probe_function(task: L.LightningModule, stage: Literal["train", "eval", "encoder"]) -> Callable[[dict], Any] | None:

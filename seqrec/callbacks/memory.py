@@ -89,10 +89,10 @@ class MemoryCallback(Callback):
         return None
 
     def measure_state(self, trainer: L.Trainer, pl_module: L.LightningModule) -> StateBytes | None:
-        """Per-user state bytes of the task's network (``RecommendationTask.model``) for the configured history length."""
+        """Per-user state bytes of the task's network (``RecommendationTask.net``) for the configured history length."""
         if not isinstance(pl_module, RecommendationTask):
             return None
-        model = pl_module.model
+        model = pl_module.net
         seq_len = self._history_length(trainer, model)
         if seq_len is None:
             return None

@@ -245,11 +245,12 @@ def summary_markdown(run_dir: Path, rows: list[dict[str, float]], plot: Path | N
     config = read_config(run_dir)
     lines = [f"# Run summary: `{run_dir}`", ""]
     model = config.get("model", {}) if isinstance(config.get("model"), dict) else {}
-    inner = (model.get("init_args") or {}).get("model")
+    init_args = model.get("init_args") or {}
+    inner = init_args.get("net") or init_args.get("model")  # "model": a run written before the network was net
     data = config.get("data", {})
     trainer = config.get("trainer", {}) or {}
     described = [
-        ("task", _class_line(model)), ("model", _class_line(inner)), ("data", _class_line(data)),
+        ("task", _class_line(model)), ("net", _class_line(inner)), ("data", _class_line(data)),
         ("source", _class_line((data.get("init_args") or {}).get("source") if isinstance(data, dict) else None)),
     ]
     hardware = {k: trainer.get(k) for k in ("accelerator", "devices", "strategy", "precision", "max_epochs") if k in trainer}

@@ -196,7 +196,7 @@ class Serving:
     ) -> None:
         self.adapter, self.store, self.catalogue = adapter, store, catalogue
         self.max_id_length = max_id_length
-        self.model = adapter.model
+        self.net = adapter.net
         self.cache = LRUCache(cache_size)
         self.stripes = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self.score_chunk, self.ctr_chunk = score_chunk, ctr_chunk
@@ -206,7 +206,7 @@ class Serving:
         self._inference_context = inference or self._default_inference
         self.threads = threads
         self._local = threading.local()
-        self.model.eval()
+        self.net.eval()
         if fingerprint is not None:
             store.check_fingerprint(fingerprint)
 
@@ -232,7 +232,7 @@ class Serving:
                  budget: float = 1.0, **kwargs: Any) -> Serving:
         """Serve a ``seqrec.load_run`` result (its item map, precision and recurrent session); ``compress``: wrap a
         CTR transformer with that ``seqrec.compress`` method at ``budget`` (a fraction of the history's entries per layer)."""
-        model = run.model
+        model = run.net
         if compress is not None:
             from seqrec.compress import build as build_compressor
             from seqrec.models.ctr.transformer import CTRTransformer
@@ -402,7 +402,7 @@ class Serving:
         self.counters["topk"] += len(users)
         with self._inference():
             if hidden is not None:
-                top = catalogue_topk(self.model, hidden, k, pairs, None, None, self.score_chunk, ties)
+                top = catalogue_topk(self.net, hidden, k, pairs, None, None, self.score_chunk, ties)
                 return self._decode(top, ctr=False)
             out = []
             for row, (tensors, seen) in enumerate(states):
@@ -439,7 +439,7 @@ class Serving:
             with self._inference():
                 if self.adapter.family == "next_item":
                     hidden = self.adapter.query_hidden([entry.tensors], [entry.seen.view()])
-                    scores = self.model.score(hidden, targets.unsqueeze(0))[0].double().cpu().numpy()
+                    scores = self.net.score(hidden, targets.unsqueeze(0))[0].double().cpu().numpy()
                 else:
                     scores = self.adapter.score(entry.tensors, entry.seen.view(), targets).double().cpu().numpy()
         self.counters["score"] += 1

@@ -127,7 +127,7 @@ class StateAdapter(ABC):
     family = "next_item"
 
     def __init__(self, model: torch.nn.Module, max_len: int | None) -> None:
-        self.model, self.max_len = model, max_len
+        self.net, self.max_len = model, max_len
         parameter = next(model.parameters(), None)
         self.device = parameter.device if parameter is not None else torch.device("cpu")
 
@@ -156,15 +156,15 @@ class StateAdapter(ABC):
 
     def query_hidden(self, states: list[UserTensors], histories: list[list[int]]) -> Tensor:
         """Next-item models: (B, d) the vector the catalogue is scored from (``SequenceRecommender.score_chunk``)."""
-        raise TypeError(f"{type(self.model).__name__} is a CTR model: score targets instead")
+        raise TypeError(f"{type(self.net).__name__} is a CTR model: score targets instead")
 
     def score(self, state: UserTensors, history: list[int], targets: Tensor) -> Tensor:
         """CTR models: click logits of targets (C,) for one user -> (C,)."""
-        raise TypeError(f"{type(self.model).__name__} is a next-item model: rank the catalogue instead")
+        raise TypeError(f"{type(self.net).__name__} is a next-item model: rank the catalogue instead")
 
     def describe(self) -> dict[str, Any]:
         """What is served, for /v1/info and the benchmark."""
-        return {"adapter": self.name, "family": self.family, "model": type(self.model).__name__,
+        return {"adapter": self.name, "family": self.family, "model": type(self.net).__name__,
                 "max_len": self.max_len, "window": self.window}
 
 
@@ -233,7 +233,7 @@ class RecomputeAdapter(StateAdapter):
 
     def query_hidden(self, states: list[UserTensors], histories: list[list[int]]) -> Tensor:
         """``query_hidden`` of the left-padded (B, max_len) windows, as the evaluation computes it."""
-        return self.model.query_hidden(left_padded(histories, self.max_len, self.device))
+        return self.net.query_hidden(left_padded(histories, self.max_len, self.device))
 
 
 class CTRRecurrentAdapter(StateAdapter):
@@ -260,19 +260,19 @@ class CTRRecurrentAdapter(StateAdapter):
 
     def advance(self, states: list[UserTensors], histories: list[list[int]], items: Tensor) -> list[UserTensors]:
         """``CTRLRU.step`` on the stacked states: O(1) per event."""
-        new = self.model.step(self._state(states), items)
+        new = self.net.step(self._state(states), items)
         return [(*(layer[b:b + 1] for layer in new.recurrent), new.hidden[b:b + 1]) for b in range(len(states))]
 
     def extend(self, state: UserTensors, history: list[int], items: list[int]) -> UserTensors:
         """An empty user's history at once (``prefill``), else event by event."""
         if len(history) or not items:
             return super().extend(state, history, items)
-        new = self.model.prefill(torch.tensor([items], device=self.device))
+        new = self.net.prefill(torch.tensor([items], device=self.device))
         return (*new.recurrent, new.hidden)
 
     def score(self, state: UserTensors, history: list[int], targets: Tensor) -> Tensor:
         """The head on the stored output: (C,) logits."""
-        return self.model.score_state(self._state([state]), targets.unsqueeze(0))[0]
+        return self.net.score_state(self._state([state]), targets.unsqueeze(0))[0]
 
 
 # --- attention CTR models: the KV cache -------------------------------------------------------------------------
@@ -359,18 +359,18 @@ class KVCacheAdapter(StateAdapter):
                 out.append(kv_to_tensors(append_event(self.transformer, tensors_to_kv(state), torch.tensor([item], device=self.device))))
             else:
                 window = left_padded([[*history, item]], self.max_len, self.device)
-                out.append(kv_to_tensors(self.model.prefill(window)))
+                out.append(kv_to_tensors(self.net.prefill(window)))
         return out
 
     def extend(self, state: UserTensors, history: list[int], items: list[int]) -> UserTensors:
         """An empty user's history at once (``prefill`` of its newest max_len events), else event by event."""
         if len(history) or not items:
             return super().extend(state, history, items)
-        return kv_to_tensors(self.model.prefill(left_padded([items], min(len(items), self.max_len), self.device)))
+        return kv_to_tensors(self.net.prefill(left_padded([items], min(len(items), self.max_len), self.device)))
 
     def score(self, state: UserTensors, history: list[int], targets: Tensor) -> Tensor:
         """Targets attend to the stored cache: (C,) logits."""
-        return self.model.score_state(tensors_to_kv(state), targets.unsqueeze(0))[0]
+        return self.net.score_state(tensors_to_kv(state), targets.unsqueeze(0))[0]
 
 
 class CompressedKVAdapter(KVCacheAdapter):
@@ -391,7 +391,7 @@ class CompressedKVAdapter(KVCacheAdapter):
         return self._prefill([*history, *items]) if items else state
 
     def _prefill(self, history: list[int]) -> UserTensors:
-        return kv_to_tensors(self.model.prefill(left_padded([history], min(len(history), self.max_len), self.device)))
+        return kv_to_tensors(self.net.prefill(left_padded([history], min(len(history), self.max_len), self.device)))
 
 
 class CTRRecomputeAdapter(StateAdapter):
@@ -419,7 +419,7 @@ class CTRRecomputeAdapter(StateAdapter):
     def score(self, state: UserTensors, history: list[int], targets: Tensor) -> Tensor:
         """``model(window, targets)``: the evaluation's own computation."""
         window = left_padded([history], min(len(history), self.max_len), self.device)
-        return self.model(window, targets.unsqueeze(0))[0]
+        return self.net(window, targets.unsqueeze(0))[0]
 
 
 # --- which adapter: the model's declared capabilities, one table ----------------------------------------------

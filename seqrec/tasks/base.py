@@ -1,7 +1,8 @@
-"""What every task LightningModule shares: the injected model, the optimiser, id checks, the data binding, metric
+"""What every task LightningModule shares: the injected network, the optimiser, id checks, the data binding, metric
 logging; and what a task may declare besides (``RanksTargets``, ``ProbesMACs``).
 
-A task receives its model (``model: torch.nn.Module``, a ``class_path`` in YAML) and the optimiser settings
+A task receives its network (``net: torch.nn.Module``, a ``class_path`` in YAML: ``model.init_args.net``, on the
+command line ``--model.net.d_model``) and the optimiser settings
 once, here; subclasses pass them on with ``**optimizer_args`` so the config keys stay flat
 (``model.init_args.lr``) and each task's signature (which jsonargparse reads as its config schema) lists
 them through this class. It reads its data through ``seqrec.datamodules.base.RecommendationData``.
@@ -21,6 +22,7 @@ from torchmetrics import Metric
 
 from seqrec.datamodules.base import RecommendationData
 from seqrec.models.base import ClozeRecommender, ItemFeatureConsumer
+from seqrec.renamed_keys import rename_old_state_dict_keys
 from seqrec.tasks.optim import build_optimizer
 
 
@@ -55,10 +57,13 @@ class ProbesMACs(Protocol):
 
 
 class RecommendationTask(L.LightningModule):
-    """Base task: holds ``model`` and builds its optimiser (Adam/AdamW, decay / no-decay groups).
+    """Base task: holds the network ``net`` and builds its optimiser (Adam/AdamW, decay / no-decay groups).
+
+    A checkpoint written before the network was renamed (state_dict keys ``model.*``) loads as ``net.*`` with one
+    note (``seqrec.renamed_keys``).
 
     Args:
-        model: the ``nn.Module`` to train (next-item, CTR or language model).
+        net: the ``nn.Module`` to train (next-item, CTR or language model).
         optimizer: "adam" or "adamw".
         lr, weight_decay, betas, eps: the optimiser's settings.
         no_decay: parameters whose names contain any of these get no weight decay (default "bias",
@@ -67,7 +72,7 @@ class RecommendationTask(L.LightningModule):
 
     def __init__(
         self,
-        model: nn.Module,
+        net: nn.Module,
         optimizer: Literal["adam", "adamw"] = "adam",
         lr: float = 1e-3,
         weight_decay: float = 0.0,
@@ -80,20 +85,21 @@ class RecommendationTask(L.LightningModule):
             raise ValueError(f"lr must be > 0, got {lr}")
         if weight_decay < 0:
             raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
-        self.model = model
+        self.net = net
+        self.register_load_state_dict_pre_hook(rename_old_state_dict_keys)
         self.optimizer_settings = {"optimizer": optimizer, "lr": lr, "weight_decay": weight_decay,
                                    "betas": tuple(betas), "eps": eps, "no_decay": no_decay}
 
     def configure_optimizers(self) -> torch.optim.Optimizer | None:
         """Adam/AdamW with decay / no-decay groups; None for parameter-free models."""
-        return build_optimizer(self.model.named_parameters(), **self.optimizer_settings)
+        return build_optimizer(self.net.named_parameters(), **self.optimizer_settings)
 
     # --- checks and the data binding ------------------------------------------------------------
     def check_ids(self, *tensors: Tensor, inputs: bool = False) -> None:
         """ValueError when an item id falls outside the model's vocabulary 0..num_items (0 = padding); ``inputs``
         also admits a cloze model's ``[mask]`` id num_items + 1 (model inputs, never labels or candidates)."""
-        n = self.model.num_items
-        top = n + 1 if inputs and isinstance(self.model, ClozeRecommender) else n
+        n = self.net.num_items
+        top = n + 1 if inputs and isinstance(self.net, ClozeRecommender) else n
         for t in tensors:
             if t.numel() and (int(t.min()) < 0 or int(t.max()) > top):
                 raise ValueError(
@@ -104,25 +110,25 @@ class RecommendationTask(L.LightningModule):
     def bind_data(self, datamodule: RecommendationData) -> None:
         """Check the data's catalogue and training inputs against the model's; copy item-feature tables into a
         feature model."""
-        data_items, model_items = datamodule.num_items, self.model.num_items
+        data_items, model_items = datamodule.num_items, self.net.num_items
         if data_items != model_items:
             raise ValueError(
                 f"the data has {data_items} items but the model was built for {model_items}: "
                 "leave the model's num_items unset so the CLI links it from the data"
             )
-        if isinstance(self.model, ClozeRecommender) and not datamodule.cloze_inputs:
+        if isinstance(self.net, ClozeRecommender) and not datamodule.cloze_inputs:
             raise ValueError(
-                f"{type(self.model).__name__} is trained by the cloze objective (masked items) but the data's "
+                f"{type(self.net).__name__} is trained by the cloze objective (masked items) but the data's "
                 f"training inputs are not masked ({type(datamodule).__name__}): set data.init_args.train_mode: cloze"
             )
-        if datamodule.cloze_inputs and not isinstance(self.model, ClozeRecommender):
+        if datamodule.cloze_inputs and not isinstance(self.net, ClozeRecommender):
             raise ValueError(
-                f"data.init_args.train_mode cloze masks items with a [mask] token that {type(self.model).__name__} "
+                f"data.init_args.train_mode cloze masks items with a [mask] token that {type(self.net).__name__} "
                 "does not have: use train_mode windows (or prefix), or a cloze model (BERT4Rec)"
             )
-        if isinstance(self.model, ItemFeatureConsumer):
+        if isinstance(self.net, ItemFeatureConsumer):
             # feature models (MLP4Rec) hold the item-feature tables as buffers, copied once from the data
-            self.model.set_item_features(datamodule.item_feature_tables())
+            self.net.set_item_features(datamodule.item_feature_tables())
 
     def setup(self, stage: str) -> None:
         """Bind the trainer's datamodule when it is a ``RecommendationData`` (fails early on a catalogue mismatch)."""

@@ -1,6 +1,6 @@
 """One LightningModule for CTR models: binary cross-entropy, AUC / GAUC / Logloss on validation and test.
 
-The injected ``model`` maps ``history (B, L)`` and ``targets (B, C)`` to click logits (B, C)
+The injected network ``net`` maps ``history (B, L)`` and ``targets (B, C)`` to click logits (B, C)
 (``CTRTransformer``, ``CTRLRU``, or a compression wrapper around the transformer). Training batches come
 either as samples (``history``, ``targets``, ``labels``) or as windows (``items``, ``targets``,
 ``labels``, ``target_mask``; the model's ``forward_windows`` scores every position in one pass).
@@ -42,7 +42,7 @@ def trim_padding(batch: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 class CTRTask(RecommendationTask):
-    """Trains a CTR ``model`` with BCE and evaluates AUC, GAUC (per-user, impression-weighted) and Logloss.
+    """Trains a CTR network ``net`` with BCE and evaluates AUC, GAUC (per-user, impression-weighted) and Logloss.
 
     Declares ``ProbesMACs`` (``seqrec.tasks.base``). Optimiser settings (``optimizer``, ``lr``, ``weight_decay``,
     ``betas``, ``eps``, ``no_decay``): see ``RecommendationTask``.
@@ -50,12 +50,12 @@ class CTRTask(RecommendationTask):
 
     def __init__(
         self,
-        model: nn.Module,
+        net: nn.Module,
         gauc_weighting: GAUCWeighting = "impressions",
         **optimizer_args: Any,
     ) -> None:
-        super().__init__(model, **optimizer_args)
-        self.save_hyperparameters(ignore=["model"])
+        super().__init__(net, **optimizer_args)
+        self.save_hyperparameters(ignore=["net"])
         self.val_metrics = CTRMetrics(gauc_weighting)
         self.test_metrics = CTRMetrics(gauc_weighting)
 
@@ -65,12 +65,12 @@ class CTRTask(RecommendationTask):
         batch = trim_padding(drop_padding(batch))
         if "items" in batch:  # windows: every position of the window is a target
             self.check_ids(batch["items"], batch["targets"])
-            logits = self.model.forward_windows(batch["items"], batch["targets"])  # (B, L, C)
+            logits = self.net.forward_windows(batch["items"], batch["targets"])  # (B, L, C)
             mask = batch["target_mask"].unsqueeze(-1).expand_as(logits)
             logits, labels = logits[mask], batch["labels"][mask]
         else:
             self.check_ids(batch["history"], batch["targets"])
-            logits = self.model(batch["history"], batch["targets"]).reshape(-1)  # (B·C,)
+            logits = self.net(batch["history"], batch["targets"]).reshape(-1)  # (B·C,)
             labels = batch["labels"].reshape(-1)
         return F.binary_cross_entropy_with_logits(logits.float(), labels.float()), labels.numel()
 
@@ -86,14 +86,14 @@ class CTRTask(RecommendationTask):
         (re-encoding each history: the cost of a request without a stored state)."""
         if stage == "train":
             return self.loss(batch)[0]
-        return self.model(batch["history"], batch["targets"])
+        return self.net(batch["history"], batch["targets"])
 
     # --- evaluation -----------------------------------------------------------------------------
     def _update(self, metrics: CTRMetrics, batch: dict[str, Tensor]) -> None:
         batch = trim_padding(drop_padding(batch))
         history, targets, labels = batch["history"], batch["targets"], batch["labels"]  # (B, L), (B, C), (B, C)
         self.check_ids(history, targets)
-        logits = self.model(history, targets)  # (B, C)
+        logits = self.net(history, targets)  # (B, C)
         C = targets.shape[1]
         users = batch["user"].unsqueeze(1).expand(-1, C)
         index = batch.get("index")
@@ -116,7 +116,7 @@ class CTRTask(RecommendationTask):
     def on_test_epoch_end(self) -> None:
         """Log ``test/...`` and the model's per-request cost where it reports one."""
         self.log_metrics("test", self.test_metrics)
-        if isinstance(self.model, DeclaresRequestMACs):  # state bytes: the memory callback logs them
+        if isinstance(self.net, DeclaresRequestMACs):  # state bytes: the memory callback logs them
             data = self.trainer.datamodule
             max_len = data.max_len if isinstance(data, RecommendationData) else None  # None: the model's own
-            self.log("cost/macs_per_request", float(self.model.macs_per_request(max_len)))
+            self.log("cost/macs_per_request", float(self.net.macs_per_request(max_len)))

@@ -33,7 +33,7 @@ class LanguageModelTask(NextItemTask):
 
     def __init__(
         self,
-        model: SequenceRecommender,
+        net: SequenceRecommender,
         num_targets: int = 4,
         loss: Literal["ce", "bce"] = "ce",
         num_negatives: int = 1,
@@ -42,7 +42,7 @@ class LanguageModelTask(NextItemTask):
         **optimizer_args: Any,
     ) -> None:
         super().__init__(
-            model, loss=loss, num_negatives=num_negatives, metrics=metrics or ["map@20"], mask_history=False,
+            net, loss=loss, num_negatives=num_negatives, metrics=metrics or ["map@20"], mask_history=False,
             score_chunk_size=score_chunk_size, **optimizer_args,
         )
         if num_targets < 1:
@@ -62,9 +62,9 @@ class LanguageModelTask(NextItemTask):
                 "the data module's num_targets equals the task's"
             )
         self.check_ids(items, targets)
-        hidden = self.model(items)[:, -K:]  # (B, K, d)
+        hidden = self.net(items)[:, -K:]  # (B, K, d)
         ranks, nll = catalogue_scan(
-            self.model, hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1), None, self.score_chunk_size,
+            self.net, hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1), None, self.score_chunk_size,
             with_nll=True,
         )
         return nll.view(-1, K), ranks.view(-1, K)

@@ -20,7 +20,7 @@ DEFAULT_METRICS = ["hr@10", "ndcg@10", "mrr@10", "hr@20", "ndcg@20", "map@20"]
 
 
 class NextItemTask(RecommendationTask):
-    """Trains a next-item ``model`` and evaluates it by ranking.
+    """Trains a next-item network ``net`` and evaluates it by ranking.
 
     Loss "ce": full-softmax cross-entropy over the catalogue at every labelled position
     (LRURec, and SASRec under LRURec's protocol; for a cloze model, BERT4Rec, the masked positions: the others
@@ -41,13 +41,13 @@ class NextItemTask(RecommendationTask):
     ``weight_decay``, ``betas``, ``eps``, ``no_decay``): see ``RecommendationTask``.
     """
 
-    model: SequenceRecommender
+    net: SequenceRecommender
     mask_history: bool
     score_chunk_size: int
 
     def __init__(
         self,
-        model: SequenceRecommender,
+        net: SequenceRecommender,
         loss: Literal["ce", "bce", "sampled_ce"] = "ce",
         num_negatives: int = 1,
         metrics: list[str] | None = None,
@@ -56,8 +56,8 @@ class NextItemTask(RecommendationTask):
         ce_chunk_rows: int | None = 2048,
         **optimizer_args: Any,
     ) -> None:
-        super().__init__(model, **optimizer_args)
-        self.save_hyperparameters(ignore=["model"])
+        super().__init__(net, **optimizer_args)
+        self.save_hyperparameters(ignore=["net"])
         if ce_chunk_rows is not None and ce_chunk_rows < 1:
             raise ValueError(f"ce_chunk_rows must be None (the plain reference path) or >= 1, got {ce_chunk_rows}")
         if loss == "sampled_ce" and num_negatives < 1:
@@ -77,36 +77,36 @@ class NextItemTask(RecommendationTask):
         self.check_ids(items, inputs=True)
         self.check_ids(labels)
         # a cloze model's labelled positions hold [mask] (or a replacement) in the input: nothing later reveals them
-        if not self.model.causal and not isinstance(self.model, ClozeRecommender) and bool((labels[:, :-1] > 0).any()):
+        if not self.net.causal and not isinstance(self.net, ClozeRecommender) and bool((labels[:, :-1] > 0).any()):
             raise ValueError(
                 "the model is not causal (each position sees later items) but the batch has labels before the "
                 "last position, which later inputs would reveal: use data.train_mode: prefix, or causal: true"
             )
         labelled = labels > 0  # (B, L)
         # a cloze model's query appends its [mask]: its training positions are always read from forward
-        if bool(labelled[:, :-1].any()) or isinstance(self.model, ClozeRecommender):
-            h = self.model(items)[labelled]  # (P, d) from hidden (B, L, d)
+        if bool(labelled[:, :-1].any()) or isinstance(self.net, ClozeRecommender):
+            h = self.net(items)[labelled]  # (P, d) from hidden (B, L, d)
         else:  # one label per row, at the newest position (prefix training): only that position is computed
-            h = self.model.query_hidden(items)[labelled[:, -1]]  # (P, d)
+            h = self.net.query_hidden(items)[labelled[:, -1]]  # (P, d)
         y = labels[labelled]  # (P,)
         if y.numel() == 0:  # no labelled position (a cloze batch may mask none): no loss, no gradient, not NaN
             return h.sum() * 0.0, 0
         if self.loss_kind == "ce" and self.ce_chunk_rows is not None:
-            loss = fused_cross_entropy(h, self.model.item_embeddings(), self.model.item_bias(), y,
+            loss = fused_cross_entropy(h, self.net.item_embeddings(), self.net.item_bias(), y,
                                        self.ce_chunk_rows, self.matmul_dtype())
         elif self.loss_kind == "sampled_ce":  # target + num_negatives uniform items per position (LRURec, XLong)
-            loss = sampled_cross_entropy(h, self.model.item_embeddings(), self.model.item_bias(), y, self.num_negatives,
+            loss = sampled_cross_entropy(h, self.net.item_embeddings(), self.net.item_bias(), y, self.num_negatives,
                                          chunk_rows=self.ce_chunk_rows, matmul_dtype=self.matmul_dtype())
         elif self.loss_kind == "ce":  # the plain reference path: the whole (P, N+1) logits at once
-            logits = self.model.score(h).float()  # (P, N+1)
+            logits = self.net.score(h).float()  # (P, N+1)
             logits[:, 0] = -math.inf
             loss = F.cross_entropy(logits, y)
         else:
-            negatives = torch.randint(1, self.model.num_items + 1, (y.shape[0], self.num_negatives), device=y.device)
+            negatives = torch.randint(1, self.net.num_items + 1, (y.shape[0], self.num_negatives), device=y.device)
             clash = negatives == y.unsqueeze(-1)
-            negatives = torch.where(clash, negatives % self.model.num_items + 1, negatives)  # (P, K)
-            pos = self.model.score(h, y.unsqueeze(-1)).float()  # (P, 1)
-            neg = self.model.score(h, negatives).float()  # (P, K)
+            negatives = torch.where(clash, negatives % self.net.num_items + 1, negatives)  # (P, K)
+            pos = self.net.score(h, y.unsqueeze(-1)).float()  # (P, 1)
+            neg = self.net.score(h, negatives).float()  # (P, K)
             loss = F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos), reduction="sum")
             loss = loss + F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg), reduction="sum")
             loss = loss / y.shape[0]
@@ -114,9 +114,9 @@ class NextItemTask(RecommendationTask):
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
         """Loss over labelled positions; a parameter-free model (popularity) just counts labels."""
-        if isinstance(self.model, CountingRecommender):  # parameter-free (popularity): count, no gradient
+        if isinstance(self.net, CountingRecommender):  # parameter-free (popularity): count, no gradient
             self.check_ids(batch["items"], batch["labels"])
-            self.model.observe(batch["labels"])
+            self.net.observe(batch["labels"])
             return None
         loss, count = self.loss(batch)
         self.check_finite(loss)
@@ -128,7 +128,7 @@ class NextItemTask(RecommendationTask):
         runs the same products inside an autograd Function, which tracers do not see), or ``ranks``."""
         if stage != "train":
             return self.ranks(batch)
-        if isinstance(self.model, CountingRecommender):
+        if isinstance(self.net, CountingRecommender):
             return None  # no gradient step to count
         fused, self.ce_chunk_rows = self.ce_chunk_rows, None
         try:
@@ -141,14 +141,14 @@ class NextItemTask(RecommendationTask):
         """1-based rank of each query's target: among its candidates, or among the full catalogue."""
         items, target = batch["items"], batch["target"]  # (B, L), (B,)
         self.check_ids(items, target)
-        hidden = self.model.query_hidden(items)  # (B, d): the newest position (left padding)
+        hidden = self.net.query_hidden(items)  # (B, d): the newest position (left padding)
         if "candidates" in batch:
             candidates = batch["candidates"]  # (B, C)
             self.check_ids(candidates)
-            target_scores = self.model.score(hidden, target.unsqueeze(-1)).squeeze(-1)  # (B,)
-            return rank_of_target(self.model.score(hidden, candidates), target_scores)
+            target_scores = self.net.score(hidden, target.unsqueeze(-1)).squeeze(-1)  # (B,)
+            return rank_of_target(self.net.score(hidden, candidates), target_scores)
         history = items if self.mask_history else None
-        return catalogue_scan(self.model, hidden, target, history, self.score_chunk_size)[0]
+        return catalogue_scan(self.net, hidden, target, history, self.score_chunk_size)[0]
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         """Accumulate validation ranks."""

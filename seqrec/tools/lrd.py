@@ -251,7 +251,7 @@ def load_datamodule(config: str, overrides: list[str]):  # noqa: ANN201 (a Light
     from seqrec.build import build_datamodule, resolved_dict
 
     args = ["--config", config, *overrides]
-    model = resolved_dict(args)["model"]["init_args"].get("model") or {}
+    model = resolved_dict(args)["model"]["init_args"].get("net") or {}
     return build_datamodule(args), model.get("init_args") or {}
 
 
@@ -409,8 +409,8 @@ def measure(args: argparse.Namespace, overrides: list[str]) -> LRDEstimate:
             f"\n\npower-law schedule (max_len {max_len}, d_model {d_model}, newest hidden {max_hidden}, {options}):\n  "
             + "; ".join(spans)
             + f"\n  recurrent MACs per sequence {evo:,} vs {fixed:,} for a fixed GRU of {max_hidden} ({evo / fixed:.2f}×)"
-            + "\n  flags: --model.init_args.model.init_args.schedule power_law "
-            + f"--model.init_args.model.init_args.lrd_d {round(estimate.d, 4)}"
+            + "\n  flags: --model.net.schedule power_law "
+            + f"--model.net.lrd_d {round(estimate.d, 4)}"
         )
     print(report)
     if args.json is not None:

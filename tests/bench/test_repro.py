@@ -218,7 +218,7 @@ def test_baseline_cells_train_on_their_models_examples(config):
 def test_bert4rec_cells_train_by_the_cloze_task(config):
     """Each BERT4Rec cell: the model, cloze windows masked with probability 0.2 (80/10/10), its dataset's protocol."""
     parsed = parse(["--config", config])
-    assert parsed.model.init_args.model.class_path == "seqrec.models.next_item.bert4rec.BERT4Rec"
+    assert parsed.model.init_args.net.class_path == "seqrec.models.next_item.bert4rec.BERT4Rec"
     data = parsed.data.init_args
     assert (data.train_mode, data.mask_prob, data.mask_replacement) == ("cloze", 0.2, "bert")
     assert data.max_len == repro.DATASETS[repro.dataset_of(config)].max_len

@@ -12,7 +12,7 @@ from benchmarks import compress as bench
 def tiny_overrides(ml100k_root) -> list[str]:
     """Dotted overrides (after ``--``) for both shipped configs: the fixture's source, a narrow model."""
     source = {"class_path": "seqrec.data.sources.movielens.MovieLens100K", "init_args": {"root": str(ml100k_root)}}
-    return ["--", "--data.init_args.source", json.dumps(source), "--model.init_args.model.init_args.d_model", "16"]
+    return ["--", "--data.init_args.source", json.dumps(source), "--model.net.d_model", "16"]
 
 
 @pytest.mark.slow  # a benchmark smoke run (trains two backbones)

@@ -47,7 +47,7 @@ def _fixture(tmp_path: Path) -> str:
 def _tiny(source: str, out: Path, *extra: str) -> list[str]:
     return [
         "--repeats", "2", "--steps", "2", "--warmup", "1", "--ml1m-data", source, "--ml100k-data", source,
-        "--set", "model.init_args.model.init_args.d_model=16", "--set", "data.max_len=10",
+        "--set", "model.init_args.net.init_args.d_model=16", "--set", "data.max_len=10",
         "--matmul-size", "32", "--loss-shape", "64x16x41", "--matmul-seconds", "0.005", "--fit-epochs", "1",
         "--out", str(out), *extra,
     ]

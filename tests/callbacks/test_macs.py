@@ -124,7 +124,7 @@ def test_what_is_counted_follows_what_the_task_declares():
     class Probed(NextItemTask):  # ProbesMACs: its own probe wins over ranks / training_step
         def macs_probe(self, batch, stage):
             probes.append(stage)
-            return self.model(batch["items"])
+            return self.net(batch["items"])
 
     probed = Probed(SASRec(num_items=N, max_len=6, d_model=8))
     batch = _batch(6)

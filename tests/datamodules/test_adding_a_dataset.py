@@ -111,7 +111,7 @@ def test_the_new_source_trains_through_the_cli_with_one_config(tmp_path):
         f"      init_args:\n        path: {data}\n"
     )
     results = main([
-        "--config", str(experiment), "--data.max_len", "8", "--model.init_args.model.init_args.d_model", "16",
+        "--config", str(experiment), "--data.max_len", "8", "--model.net.d_model", "16",
         "--trainer.max_epochs", "2", "--trainer.enable_progress_bar", "false",
         "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"), "--threads", "1",
     ])

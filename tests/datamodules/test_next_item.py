@@ -152,7 +152,7 @@ def test_shipped_ml1m_config_runs_end_to_end_on_a_ratings_dat_fixture(tmp_path):
         "--data.init_args.source.init_args.root", str(root),
         "--data.init_args.max_len", "10",
         "--data.init_args.temporal.test_days", "4", "--data.init_args.temporal.valid_days", "2",
-        "--model.init_args.model.init_args.d_model", "16", "--model.init_args.model.init_args.hidden_sizes", "[16]",
+        "--model.net.d_model", "16", "--model.net.hidden_sizes", "[16]",
         "--model.init_args.lr", "0.01",
         "--trainer.max_epochs", "4", "--trainer.enable_progress_bar", "false",
         "--trainer.logger.init_args.save_dir", str(tmp_path / "runs"), "--trainer.default_root_dir", str(tmp_path / "runs"),

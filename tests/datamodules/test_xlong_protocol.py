@@ -80,9 +80,9 @@ def test_candidate_ranks_count_history_items_and_ties_favour_the_target(tmp_path
     batch["candidates"][1, 0] = batch["target"][1]  # a drawn target ties: it never moves the rank
     with torch.no_grad():
         ranks = task.ranks(batch)
-        hidden = task.model.last_hidden(batch["items"])
-        scores = task.model.score(hidden, batch["candidates"])
-        target = task.model.score(hidden, batch["target"].unsqueeze(-1))
+        hidden = task.net.last_hidden(batch["items"])
+        scores = task.net.score(hidden, batch["candidates"])
+        target = task.net.score(hidden, batch["target"].unsqueeze(-1))
     np.testing.assert_array_equal(ranks.numpy(), 1 + (scores > target).sum(-1).numpy())
 
 

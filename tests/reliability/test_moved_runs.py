@@ -69,11 +69,11 @@ def test_a_copied_run_loads_its_own_weights_not_the_working_directorys_run(proje
     monkeypatch.chdir(project_b)
     own = weights(a / "checkpoints" / Path(recorded).name)
     other = weights(project_b / recorded)
-    assert not torch.equal(own["model.item_embedding.weight"], other["model.item_embedding.weight"])
+    assert not torch.equal(own["net.item_embedding.weight"], other["net.item_embedding.weight"])
 
     run = seqrec.load_run(copy, threads=1)
     assert run.checkpoint == copy / "checkpoints" / Path(recorded).name
-    assert torch.equal(run.task.state_dict()["model.item_embedding.weight"], own["model.item_embedding.weight"])
+    assert torch.equal(run.task.state_dict()["net.item_embedding.weight"], own["net.item_embedding.weight"])
     assert predict(copy, tmp_path / "copy.csv", capsys) == (0, [])
     assert predict(a, tmp_path / "original.csv", capsys) == (0, [])
     assert (tmp_path / "copy.csv").read_bytes() == (tmp_path / "original.csv").read_bytes()

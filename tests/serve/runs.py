@@ -18,15 +18,15 @@ from seqrec.__main__ import main
 from tests.data.sources.test_interactions_file import write_events
 
 SMALL = ["--trainer.max_epochs", "1", "--threads", "1", "--trainer.enable_progress_bar", "false",
-         "--trainer.logger.init_args.loggers", "[csv]", "--model.init_args.model.init_args.d_model", "16"]
+         "--trainer.logger.init_args.loggers", "[csv]", "--model.net.d_model", "16"]
 CONFIGS = {
     "lru": ("lru_interactions.yaml", "events.csv", ["--data.init_args.max_len", "50"]),
     "sasrec": ("sasrec_interactions.yaml", "events.csv", ["--data.init_args.max_len", "50"]),
     "bert4rec": ("sasrec_interactions.yaml", "events.csv", [
-        "--data.init_args.max_len", "50", "--model.init_args.model", "seqrec.models.next_item.bert4rec.BERT4Rec",
+        "--data.init_args.max_len", "50", "--model.net", "seqrec.models.next_item.bert4rec.BERT4Rec",
         "--data.init_args.train_mode", "cloze", "--trainer.logger.init_args.name", "bert4rec_interactions"]),
     "ctr": ("ctr_transformer_ml1m.yaml", "pairs.txt", ["--data.init_args.max_len", "8", "--data.init_args.batch_size", "16",
-                                                       "--model.init_args.model.init_args.num_layers", "2"]),
+                                                       "--model.net.num_layers", "2"]),
 }
 
 

@@ -73,7 +73,7 @@ def test_replayed_histories_rank_as_the_offline_evaluation_recommend_and_predict
 @pytest.mark.parametrize("compress", [None, "snapkv"])
 def test_ctr_transformer_replayed_scores_and_ranks_as_offline(serve_runs, compress):
     run = seqrec.load_run(serve_runs["ctr"], threads=1)
-    sequences, model = run.sequences, run.model
+    sequences, model = run.sequences, run.net
     if compress is not None:
         from seqrec.compress import build
 

@@ -228,7 +228,7 @@ def test_the_adapter_follows_the_declared_protocols_not_the_class():
     adapter = adapter_for(_SteppedTable(), max_len=4)
     assert type(adapter) is RecurrentAdapter
     state, seen = replay(adapter, [3, 9])[-1]
-    assert torch.equal(adapter.query_hidden([state], [seen]), adapter.model.table.weight[9].unsqueeze(0).detach())
+    assert torch.equal(adapter.query_hidden([state], [seen]), adapter.net.table.weight[9].unsqueeze(0).detach())
     assert type(adapter_for(_Ctr(), max_len=4)) is CTRRecomputeAdapter
     backbone, _ = ctr_models()
     assert isinstance(backbone, AppendsKV) and not isinstance(backbone, StepsCTRState | CompressesKV)

@@ -28,8 +28,8 @@ def cli_args(config: str, root: Path, run_dir: Path) -> list[str]:
         "--trainer.max_epochs", "2",
         "--trainer.enable_progress_bar", "false",
         "--trainer.logger.init_args.save_dir", str(run_dir),
-        *(["--model.init_args.model.init_args.backbone.init_args.d_model", "16"] if "snapkv" in config
-          else ["--model.init_args.model.init_args.d_model", "16"]),
+        *(["--model.net.backbone.init_args.d_model", "16"] if "snapkv" in config
+          else ["--model.net.d_model", "16"]),
         "--threads", "1",
     ]
 

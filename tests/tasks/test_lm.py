@@ -31,10 +31,10 @@ def test_end_to_end_on_the_real_heldout_shard(shared_data, tmp_path):
         "--trainer.logger.init_args.save_dir", str(tmp_path),
         "--trainer.default_root_dir", str(tmp_path),
         "--model.init_args.lr", "0.01",
-        "--model.init_args.model.init_args.d_model", "16",
-        "--model.init_args.model.init_args.hidden_sizes", "[32]",
-        "--model.init_args.model.init_args.min_hidden", "8",
-        "--model.init_args.model.init_args.size_multiple", "8",
+        "--model.net.d_model", "16",
+        "--model.net.hidden_sizes", "[32]",
+        "--model.net.min_hidden", "8",
+        "--model.net.size_multiple", "8",
         "--macs.backend", "flop_counter",  # tracing a 127-step unrolled loop with fvcore takes seconds
         "--threads", "1",
     ])

@@ -22,7 +22,7 @@ def fit_args(tiny_fit) -> Callable[..., list[str]]:
 def test_end_to_end_fit_beats_popularity(fit_args, tmp_path):
     sasrec = main(fit_args(tmp_path / "sasrec"))
     popularity = main(
-        fit_args(tmp_path / "pop", "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity",
+        fit_args(tmp_path / "pop", "--model.net", "seqrec.models.next_item.popularity.Popularity",
                  "--trainer.max_epochs", "1", "--trainer.check_val_every_n_epoch", "1")
     )
     assert set(sasrec) >= {"test/hr@10", "test/ndcg@10", "test/mrr@10", "test/hr@20", "test/ndcg@20", "test/map@20"}
@@ -130,14 +130,14 @@ def test_a_mask_id_is_a_model_input_never_a_label():
 def test_bert4rec_trained_by_the_cloze_task_beats_popularity(fit_args, tmp_path):
     # the cloze task labels a fifth of the positions: BERT4Rec needs many more steps than SASRec (batch 8, not 32;
     # lr 3e-3: at 1e-3 it needs 200 epochs for NDCG@10 .42 on this fixture, at 3e-3 100 epochs give .61)
-    bert = main(fit_args(tmp_path / "bert", "--model.init_args.model",
+    bert = main(fit_args(tmp_path / "bert", "--model.net",
                          "seqrec.models.next_item.bert4rec.BERT4Rec", "--data.init_args.train_mode", "cloze",
-                         "--model.init_args.model.init_args.num_heads", "2", "--model.init_args.model.init_args.dropout",
-                         "0.1", "--model.init_args.model.init_args.attention_dropout", "0.1",
+                         "--model.net.num_heads", "2", "--model.net.dropout",
+                         "0.1", "--model.net.attention_dropout", "0.1",
                          "--data.init_args.batch_size", "8", "--trainer.max_epochs", "100", "--model.init_args.lr", "3e-3",
                          "--trainer.check_val_every_n_epoch", "20"))
     popularity = main(
-        fit_args(tmp_path / "pop", "--model.init_args.model", "seqrec.models.next_item.popularity.Popularity",
+        fit_args(tmp_path / "pop", "--model.net", "seqrec.models.next_item.popularity.Popularity",
                  "--trainer.max_epochs", "1", "--trainer.check_val_every_n_epoch", "1")
     )
     assert bert["test/ndcg@10"] > 2 * popularity["test/ndcg@10"], (bert, popularity)

@@ -111,7 +111,7 @@ def copy_back(ours: BERT4Rec, reference: torch.nn.Module) -> None:
 def train_ours(task: NextItemTask, data: NextItemDataModule, steps: int) -> None:
     """``steps`` cloze steps of our task (AdamW lr 1e-3, dropout on), so that the compared weights are trained ones."""
     train = data.datasets["train"]
-    optimizer = torch.optim.AdamW(task.model.parameters(), lr=1e-3)
+    optimizer = torch.optim.AdamW(task.net.parameters(), lr=1e-3)
     task.train()
     with torch.enable_grad():
         for step in range(steps):

@@ -275,14 +275,14 @@ def fit_args(tiny_fit) -> Callable[..., list[str]]:
 
 
 def test_mlp4rec_config_links_features_and_runs(fit_args, tmp_path):
-    results = main(fit_args("mlp4rec_ml100k.yaml", tmp_path, "--model.init_args.model.init_args.num_layers", "1"))
+    results = main(fit_args("mlp4rec_ml100k.yaml", tmp_path, "--model.net.num_layers", "1"))
     assert set(results) >= {"test/hr@10", "test/ndcg@10", "test/mrr@10"}
     config = next(tmp_path.rglob("config.yaml")).read_text()
     assert "SourceItemFeatures" in config and "negative_sampler: popularity" in config
     ckpt = torch.load(next(tmp_path.rglob("last.ckpt")), weights_only=False)
     names = {k for k in ckpt["state_dict"] if k.endswith(".table")}
-    assert names == {f"model.feature_encoders.{i}.table" for i in range(3)}  # genres, title, year
-    assert bool(ckpt["state_dict"]["model.features_ready"])
+    assert names == {f"net.feature_encoders.{i}.table" for i in range(3)}  # genres, title, year
+    assert bool(ckpt["state_dict"]["net.features_ready"])
 
 
 @pytest.mark.parametrize("config", ["sasrec_ml100k_pop100.yaml", "gru4rec_ml100k_pop100.yaml"])
@@ -307,7 +307,7 @@ def test_real_beauty_config_runs_a_few_steps(shared_data, tmp_path):
         "--config", "mlp4rec_beauty.yaml",
         "--data.init_args.source.init_args.path", str(shared_data / "s3rec" / "Beauty.txt.gz"),
         "--data.init_args.features.init_args.path", str(shared_data / "s3rec" / "Beauty_item2attributes.json.gz"),
-        "--model.init_args.model.init_args.d_model", "8", "--model.init_args.model.init_args.num_layers", "1",
+        "--model.net.d_model", "8", "--model.net.num_layers", "1",
         "--trainer.max_epochs", "1", "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1",
         "--trainer.limit_test_batches", "1", "--trainer.enable_progress_bar", "false",
         "--trainer.logger.init_args.save_dir", str(tmp_path), "--trainer.default_root_dir", str(tmp_path), "--threads", "1",
