@@ -34,6 +34,7 @@ from seqrec.fit_summary import checkpoint_callback, fit_summary
 from seqrec.lightning_private import disable_version_counter
 from seqrec.resume import RESUMABLE_KEYS, logger_version, resolve_resume
 from seqrec.runs import SUMMARY, TEST_METRICS, remove_if_unused
+from seqrec.tasks.base import RecommendationTask
 
 __all__ = ["RESUMABLE_KEYS", "fit", "main"]  # RESUMABLE_KEYS: seqrec.tune reads it from here
 
@@ -64,7 +65,7 @@ def _fit_run(run: Any) -> dict[str, float]:
     cli, trainer, task, data = run.cli, run.trainer, run.task, run.datamodule
     if trainer.world_size > 1 and not any(p.requires_grad for p in task.parameters()):
         raise ValueError(
-            f"{type(getattr(task, 'net', task)).__name__} has no trainable parameters: its statistics would be "
+            f"{type(task.net if isinstance(task, RecommendationTask) else task).__name__} has no trainable parameters: its statistics would be "
             f"counted on each of the {trainer.world_size} processes' shard of the data. Run it in one process "
             "(leave out configs/trainer/ddp.yaml, or --trainer.devices 1)."
         )

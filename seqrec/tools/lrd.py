@@ -246,13 +246,19 @@ def text_sequences(path: Path, unit: Literal["line", "block"], block: int) -> tu
     return symbols, indptr
 
 
-def load_datamodule(config: str, overrides: list[str]):  # noqa: ANN201 (a LightningDataModule)
-    """The datamodule of a fit config (with ``--data.…`` overrides), built by ``seqrec.build``; also the model's init_args."""
+def load_datamodule(config: str, overrides: list[str]):  # noqa: ANN201 (a RecommendationData)
+    """The datamodule of a fit config (with ``--data.…`` overrides), built by ``seqrec.build``; also the network's
+    init_args."""
     from seqrec.build import build_datamodule, resolved_dict
+    from seqrec.datamodules.base import RecommendationData
 
     args = ["--config", config, *overrides]
-    model = resolved_dict(args)["model"]["init_args"].get("net") or {}
-    return build_datamodule(args), model.get("init_args") or {}
+    net = resolved_dict(args)["model"]["init_args"].get("net") or {}
+    datamodule = build_datamodule(args)
+    if not isinstance(datamodule, RecommendationData):
+        raise TypeError(f"--config {config}: {type(datamodule).__name__} is not a seqrec datamodule "
+                        "(seqrec.datamodules.base.RecommendationData)")
+    return datamodule, net.get("init_args") or {}
 
 
 def config_sequences(datamodule, symbols: str, buckets: int) -> tuple[np.ndarray, np.ndarray, str]:  # noqa: ANN001
@@ -369,7 +375,7 @@ def measure(args: argparse.Namespace, overrides: list[str]) -> LRDEstimate:
     if args.config is not None:
         datamodule, model = load_datamodule(args.config, overrides)
         symbols, indptr, description = config_sequences(datamodule, args.symbols, args.buckets)
-        data_max_len = getattr(datamodule, "max_len", None)
+        data_max_len = datamodule.max_len
     else:
         symbols, indptr = text_sequences(args.text, args.unit, args.block)
         description = f"{args.text}, {'lines' if args.unit == 'line' else f'blocks of {args.block} words'}"
