@@ -1,5 +1,9 @@
 """``python -m seqrec tune``: hyperparameter search over any config with Optuna (docs/TUNING.md).
 
+This file runs the command and its trials; beside it, ``tune_experiment`` (what each trial runs and its
+objective), ``tune_space`` (the search space), ``tune_storage`` (the study's database and the study-wide lock) and
+``tune_report`` (the best config, the tables and the plots a study leaves).
+
     python -m seqrec tune --config sasrec_ml1m.yaml --space space.yaml --trials 20 --study NAME
         [--storage URL] [--pruner median|hyperband|none] [--seeds K [--top K]] [--runs_dir runs]
         [--heartbeat_interval S] [--section.key value ...]
@@ -33,38 +37,31 @@ same workers, and reports mean ± std (``seeds.md``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
 import socket
-import statistics
 import sys
 import time
 import warnings
-import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from jsonargparse import Namespace
-
-from seqrec.atomic import atomic_write, write_json, write_text
-from seqrec.build import import_class, parse
+from seqrec.atomic import write_json
 from seqrec.callbacks.pruning import ValidationPruning
 from seqrec.callbacks.signals import Interrupted
-from seqrec.checks import config_leaves, flag_name
 from seqrec.cli import main as cli_main
-from seqrec.config_files import COMPOSE_KEY, CONFIG_DIR, resolve_config
-from seqrec.fit import RESUMABLE_KEYS, fit
+from seqrec.fit import fit
 from seqrec.runs import SUMMARY, TEST_METRICS, last_checkpoint
-from seqrec.tune_space import Space, check_space, cli_value, read_space, segments, space_from_dict
+from seqrec.tune_experiment import Experiment, curve_unit, param_args, quiet_parse
+from seqrec.tune_report import report_seeds, report_study, write_summary
+from seqrec.tune_space import Space, check_space, read_space, segments, space_from_dict
+from seqrec.tune_storage import MAX_RETRY, StudyLock, open_storage, shown, storage_url
 
 log = logging.getLogger("seqrec.tune")
 
-MAX_RETRY = 3  # a trial whose worker dies is run again at most this many times
 FINISHED_FIT = ("max_epochs", "max_steps", "early_stopping")  # fit_summary.json statuses of a fit that ended
 ATTRS = "seqrec"  # the study's user attribute holding the arguments it was created with
 # flags tune sets for every trial: where its run goes, and no test while searching
@@ -135,212 +132,6 @@ def check_args(args: argparse.Namespace, rest: list[str]) -> None:
             raise ValueError(f"--{name} {value}: must be an integer >= {least}")
     if args.summary is None and not args.study:
         raise ValueError("--study NAME is required (or --summary NAME to see a study)")
-
-
-# --- the experiment ---------------------------------------------------------------------------------------
-@dataclass
-class Experiment:
-    """What every trial of a study runs: the experiment's configs and flags, and where its runs go."""
-
-    configs: list[str]
-    overrides: list[str]
-    study: str
-    runs_dir: Path
-    monitor: str = ""
-    direction: str = "maximize"
-    config: Namespace | None = field(default=None, repr=False)
-
-    @property
-    def base_args(self) -> list[str]:
-        """``--config`` flags, then the command's flags."""
-        return [a for c in self.configs for a in ("--config", c)] + self.overrides
-
-    @property
-    def folder(self) -> Path:
-        """``<runs_dir>/tune/<study>``: the study's runs, best config, table and plots."""
-        return self.runs_dir / "tune" / self.study
-
-    def resolve(self) -> None:
-        """Parse the experiment; find its monitor and direction; run each trial in one process."""
-        config = quiet_parse(self.base_args)
-        self.monitor, mode = monitored(config)
-        self.direction = "maximize" if mode == "max" else "minimize"
-        extra = one_process_flags(config)
-        if extra:
-            self.overrides = self.overrides + extra
-            config = quiet_parse(self.base_args)
-        self.config = config
-
-    def identity(self) -> dict[str, Any]:
-        """The resolved config (flags a resumed run may change aside): a study searches one experiment."""
-        def resumable(key: str) -> bool:
-            return any(key == k or key.startswith(k + ".") for k in RESUMABLE_KEYS)
-
-        leaves = {flag_name(k): v for k, v in config_leaves(self.config) if not resumable(k)}
-        return json.loads(json.dumps(leaves, default=str))
-
-
-def monitored(config: Namespace) -> tuple[str, str]:
-    """(monitor, mode) of the config's first ModelCheckpoint: the protocol's checkpoint selection."""
-    from lightning.pytorch.callbacks import ModelCheckpoint
-
-    for callback in config.trainer.get("callbacks") or []:
-        if not isinstance(callback, Namespace) or "class_path" not in callback:
-            continue
-        try:
-            cls = import_class(callback.class_path)
-        except (ImportError, AttributeError):
-            continue
-        if isinstance(cls, type) and issubclass(cls, ModelCheckpoint) and callback.init_args.get("monitor"):
-            return callback.init_args.monitor, callback.init_args.get("mode") or "min"
-    raise ValueError("tune optimises the metric the config's ModelCheckpoint monitors, and this config has no "
-                     "ModelCheckpoint with a monitor: add one (as every shipped protocol does), e.g. "
-                     "monitor: val/ndcg@10, mode: max")
-
-
-def one_process_flags(config: Namespace) -> list[str]:
-    """Flags that keep each trial in one process (``--trainer.devices 1`` for "auto"); a ValueError for more."""
-    trainer = config.trainer
-    devices, nodes = trainer.get("devices", "auto"), trainer.get("num_nodes", 1)
-    strategy = trainer.get("strategy", "auto")
-    strategy = strategy.get("class_path", "") if isinstance(strategy, Namespace) else str(strategy or "auto")
-    several = (isinstance(devices, int) and (devices > 1 or devices == -1)) or (
-        isinstance(devices, (list, tuple)) and len(devices) > 1) or (isinstance(devices, str) and devices not in (
-            "auto", "1") and devices.strip() != "1") or (nodes or 1) > 1 or any(
-        s in strategy.lower() for s in ("ddp", "deepspeed", "fsdp"))
-    if several:
-        raise ValueError(f"tune runs each trial in one process (trainer.devices {devices!r}, strategy {strategy!r}): "
-                         "run one worker per device instead, e.g. CUDA_VISIBLE_DEVICES=0 python -m seqrec tune ... "
-                         "--trainer.devices 1 and the same command with CUDA_VISIBLE_DEVICES=1, on one --storage")
-    return ["--trainer.devices", "1"] if devices == "auto" else []
-
-
-def quiet_parse(args: list[str]) -> Namespace:
-    """``seqrec.build.parse`` without Lightning's "Seed set to N" line (tune parses a config many times)."""
-    seed_log = logging.getLogger("lightning.fabric.utilities.seed")
-    level = seed_log.level
-    seed_log.setLevel(logging.WARNING)
-    try:
-        return parse(args)
-    finally:
-        seed_log.setLevel(level)
-
-
-def param_args(params: dict[str, Any]) -> list[str]:
-    """A trial's values as dotted flags."""
-    return [a for key, value in params.items() for a in (f"--{key}", cli_value(value))]
-
-
-# --- storage and the study-wide lock -------------------------------------------------------------------
-def storage_url(url: str | None, folder: Path) -> str:
-    """``url``, or the default SQLite file in the study's folder; ``postgresql://`` through psycopg 3 without psycopg2."""
-    if url is None:
-        return f"sqlite:///{(folder / 'study.db').resolve()}"
-    if url.startswith("postgresql://"):
-        try:
-            import psycopg2  # noqa: F401
-        except ImportError:
-            url = "postgresql+psycopg://" + url[len("postgresql://"):]
-    return url
-
-
-def shown(url: str) -> str:
-    """A storage URL without its password."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 (a URL that does not parse is shown as given)
-        return url
-
-
-def open_storage(url: str, heartbeat: int | None) -> Any:
-    """Optuna's RDBStorage on ``url`` with heartbeats and retries; a one-line ValueError when it cannot be reached."""
-    import optuna
-    from sqlalchemy.exc import SQLAlchemyError
-
-    engine: dict[str, Any] = {"pool_pre_ping": True}
-    if url.startswith("sqlite"):
-        engine["connect_args"] = {"timeout": 60}  # several workers on one file wait for each other's writes
-    elif url.startswith("postgresql"):
-        engine["connect_args"] = {"connect_timeout": 10}
-    try:
-        return optuna.storages.RDBStorage(
-            url, engine_kwargs=engine, heartbeat_interval=heartbeat,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
-                max_retry=MAX_RETRY, inherit_intermediate_values=True) if heartbeat else None,
-        )
-    except (SQLAlchemyError, ImportError, ValueError) as error:
-        reason = " ".join(str(getattr(error, "orig", None) or error).split())[:300]
-        raise ValueError(f"--storage {shown(url)}: cannot open it ({reason}); start the database or fix the URL "
-                         "(any SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db or sqlite:///path/study.db)") from None
-
-
-class StudyLock:
-    """A lock held across workers while one counts the study's trials and starts one (so the budget is exact).
-
-    SQLite: an ``fcntl`` lock on ``<db>.lock`` beside the file (its workers share a machine); PostgreSQL: a
-    session advisory lock. Other databases (MySQL, ...) go without (a log line says so): two workers finishing at
-    the same moment may then start one trial more than the budget. ``release()`` may come early (the trial
-    releases it as soon as it exists) and is idempotent.
-    """
-
-    def __init__(self, url: str, study: str) -> None:
-        self.url, self.key = url, zlib.crc32(f"seqrec.tune:{study}".encode())
-        self.held = False
-        self._file: Any = None
-        self._connection: Any = None
-        if url.startswith("postgresql"):
-            import sqlalchemy
-
-            self._connection = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool).connect()
-        elif not url.startswith("sqlite"):
-            log.info("no study-wide lock for %s: with several workers the study may end a trial over --trials", shown(url))
-
-    def acquire(self) -> None:
-        """Wait for the lock."""
-        from sqlalchemy import text
-
-        if self.url.startswith("sqlite"):
-            import fcntl
-
-            database = self.url.split("///", 1)[1] if "///" in self.url else ""
-            if database and database != ":memory:":
-                self._file = open(database + ".lock", "a+")  # noqa: SIM115 (held until release)
-                fcntl.flock(self._file, fcntl.LOCK_EX)
-        elif self._connection is not None:
-            self._connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": self.key})
-            self._connection.commit()
-        self.held = True
-
-    def release(self) -> None:
-        """Let the next worker in (idempotent)."""
-        if not self.held:
-            return
-        from sqlalchemy import text
-
-        self.held = False
-        if self._file is not None:
-            self._file.close()  # closing the file releases its flock
-            self._file = None
-        elif self._connection is not None:
-            self._connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": self.key})
-            self._connection.commit()
-
-    @contextlib.contextmanager
-    def held_for(self) -> Iterator[StudyLock]:
-        """``with lock.held_for():`` acquire, and release at the end unless released before."""
-        self.acquire()
-        try:
-            yield self
-        finally:
-            self.release()
-
-    def close(self) -> None:
-        """Release and drop the database connection."""
-        self.release()
-        if self._connection is not None:
-            self._connection.close()
 
 
 # --- running trials until the budget is met -------------------------------------------------------------
@@ -458,12 +249,6 @@ class TrialRun:
             raise ValueError(f"trial {trial.number} logged no {exp.monitor} (its budget ended before the first "
                              "validation): raise --trainer.max_epochs or --trainer.max_steps")
         return float(summary["best_score"])
-
-
-def curve_unit(exp: Experiment) -> str:
-    """Where the validation curve's points lie: "global step" (validation every n steps) or "epoch"."""
-    steps = exp.config is not None and exp.config.trainer.get("check_val_every_n_epoch") is None
-    return "global step" if steps else "epoch"
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -587,190 +372,6 @@ def _check_same(name: str, stored: dict[str, Any], exp: Experiment, space: Space
                          f"{'; ...' if len(diff) > 4 else ''}): use another --study, or join it with --study alone")
 
 
-# --- what a finished study leaves -----------------------------------------------------------------------
-def report_study(study: Any, exp: Experiment) -> dict[str, Any]:
-    """Write the best config, the trials table and the plots; print the table; return the best trial's figures."""
-    from optuna.trial import TrialState
-
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    table, plots = write_summary(study, exp.folder, exp.monitor, curve_unit(exp))
-    print(table)
-    if not complete:
-        raise RuntimeError(f"study {study.study_name}: no trial completed (see the table above), so there is no best config")
-    best = study.best_trial
-    path = write_best_config(exp, best, len(complete))
-    print(f"best: trial {best.number}, {exp.monitor} {best.value:.6g}; refit: python -m seqrec fit --config {path}")
-    return {"best_trial": best.number, "best_value": best.value, "best_params": best.params,
-            "best_config": str(path), "table": str(exp.folder / "trials.md"), "plots": [str(p) for p in plots]}
-
-
-EXCLUDED_FROM_BEST = ("config", COMPOSE_KEY, "ckpt_path", "test", "trainer.logger.init_args.save_dir",
-                      "trainer.logger.init_args.name", "trainer.logger.init_args.version")
-
-
-def best_config_tree(exp: Experiment, params: dict[str, Any]) -> dict[str, Any]:
-    """What the trial's config adds to the experiment's files, as nested YAML keys: every key where they differ,
-    and every searched key (also where its value is the experiment's: the file says what was chosen).
-
-    Found by resolving both (so ``model.lr`` and ``model.init_args.lr`` land on the same key); a list that
-    differs is written whole.
-    """
-    base = quiet_parse([a for c in exp.configs for a in ("--config", c)]).as_dict()
-    full = quiet_parse(exp.base_args + param_args(params)).as_dict()
-    searched = {segments(key) for key in params}
-    tree: dict[str, Any] = {}
-
-    def walk(before: Any, after: Any, path: tuple[str, ...]) -> None:
-        if ".".join(path) in EXCLUDED_FROM_BEST:
-            return
-        if isinstance(after, dict) and isinstance(before, dict) and segments(".".join(path)) not in searched:
-            for key, value in after.items():
-                walk(before.get(key, _MISSING), value, path + (key,))
-        elif after != before or segments(".".join(path)) in searched:
-            node = tree
-            for key in path[:-1]:
-                node = node.setdefault(key, {})
-            node[path[-1]] = _plain(after)
-
-    walk(base, full, ())
-    return tree
-
-
-_MISSING = object()
-
-
-def _plain(value: Any) -> Any:
-    """Tuples as lists (safe YAML)."""
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def compose_entry(config: str, folder: Path) -> str:
-    """How a best config in ``folder`` names an experiment file: a shipped name, else a path relative to it."""
-    path = Path(os.path.realpath(resolve_config(config)))
-    shipped = Path(os.path.realpath(CONFIG_DIR))
-    if path.is_relative_to(shipped):
-        return str(path.relative_to(shipped))
-    return os.path.relpath(path, folder.resolve())
-
-
-def write_best_config(exp: Experiment, best: Any, complete: int) -> Path:
-    """``<study folder>/<study>_best.yaml``: composes the experiment, adds the command's flags and the trial's values."""
-    path = exp.folder / f"{exp.study}_best.yaml"
-    tree = best_config_tree(exp, best.params)
-    header = (f"# Study {exp.study}: trial {best.number}, the best of {complete} complete trials, {exp.monitor} = "
-              f"{best.value:.6g} ({exp.direction}; run {exp.folder / 'trials' / best.user_attrs.get('run_name', '')}).\n"
-              f"# Its values: {', '.join(f'{k}={v}' for k, v in best.params.items())}.\n"
-              f"# Written by python -m seqrec tune; refit, then test: python -m seqrec fit --config {path}\n")
-    compose = f"{COMPOSE_KEY}: [{', '.join(compose_entry(c, exp.folder) for c in exp.configs)}]\n"
-    body = yaml.safe_dump(tree, sort_keys=False, default_flow_style=None) if tree else ""
-    write_text(path, header + compose + body)
-    return path
-
-
-def trials_table(study: Any, monitor: str) -> str:
-    """The trials as a markdown table: number, state, value, each key's value, wall time, run, notes."""
-    import optuna
-
-    trials = study.get_trials(deepcopy=False)
-    keys = list(dict.fromkeys(k for t in trials for k in t.params))
-    best = _best_number(study)
-    lines = ["| trial | state | " + " | ".join([monitor, *keys]) + " | wall (s) | run | note |",
-             "|" + "---|" * (len(keys) + 6)]
-    for t in trials:
-        wall = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete and t.datetime_start else None
-        note = []
-        if t.number == best:
-            note.append("best")
-        if "failed_trial" in t.system_attrs:
-            note.append(f"retry of {t.system_attrs['retry_history'][-1]}")
-        if t.state == optuna.trial.TrialState.PRUNED and t.intermediate_values:
-            note.append(f"pruned at {max(t.intermediate_values)}")
-        value = f"{t.value:.4f}" if t.value is not None and t.state == optuna.trial.TrialState.COMPLETE else ""
-        cells = [str(t.number), t.state.name.lower(), value, *(_cell(t.params.get(k)) for k in keys),
-                 f"{wall:.1f}" if wall is not None else "", t.user_attrs.get("run_name", ""), ", ".join(note)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _best_number(study: Any) -> int | None:
-    """The best trial's number (None before any trial completed)."""
-    try:
-        return study.best_trial.number
-    except ValueError:
-        return None
-
-
-def _cell(value: Any) -> str:
-    """A parameter value in a table cell."""
-    return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-PLOTS = {  # file -> optuna.visualization.matplotlib function (matplotlib, not plotly)
-    "history.png": "plot_optimization_history",
-    "importances.png": "plot_param_importances",
-    "parallel_coordinate.png": "plot_parallel_coordinate",
-    "curves.png": "plot_intermediate_values",
-}
-
-
-def write_summary(study: Any, folder: Path, monitor: str, unit: str) -> tuple[str, list[Path]]:
-    """``trials.md`` (the table, with links to the plots) and the plots beside it; returns (table, plot paths)."""
-    table = trials_table(study, monitor)
-    plots, notes = write_plots(study, folder, monitor, unit)
-    links = "\n".join(f"![{p.stem}]({p.name})" for p in plots)
-    text = (f"# Study {study.study_name} ({study.direction.name.lower()} {monitor})\n\n{table}\n\n"
-            + (f"{links}\n" if links else "") + "".join(f"\n{n}\n" for n in notes))
-    folder.mkdir(parents=True, exist_ok=True)
-    write_text(folder / "trials.md", text)
-    return table, plots
-
-
-def write_plots(study: Any, folder: Path, monitor: str, unit: str) -> tuple[list[Path], list[str]]:
-    """The optimisation history, parameter importances (PED-ANOVA), parallel coordinates and validation curves.
-
-    Importances use PED-ANOVA (numpy only) rather than Optuna's default fANOVA, which needs scikit-learn.
-    A plot that needs more trials than the study has is left out with a note saying why.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import optuna
-    from optuna.visualization import matplotlib as plots
-
-    written, notes = [], []
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    for name, function in PLOTS.items():
-        kwargs: dict[str, Any] = {}
-        if function != "plot_intermediate_values":
-            kwargs["target_name"] = monitor
-        if function == "plot_param_importances":
-            kwargs["evaluator"] = optuna.importance.PedAnovaImportanceEvaluator()
-        if not complete and function != "plot_intermediate_values":
-            notes.append(f"({name}: no complete trial yet)")
-            continue
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                axes = getattr(plots, function)(study, **kwargs)
-        except (ValueError, RuntimeError, ZeroDivisionError) as error:
-            notes.append(f"({name} left out: {' '.join(str(error).split())[:200]})")
-            continue
-        axis = axes.flat[0] if hasattr(axes, "flat") else axes
-        if function == "plot_intermediate_values":
-            axis.set_xlabel(unit)
-            axis.set_ylabel(monitor)
-        figure = axis.figure
-        atomic_write(folder / name, lambda tmp, fig=figure: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
-        plt.close(figure)
-        written.append(folder / name)
-    return written, notes
-
-
 def summary_command(args: argparse.Namespace) -> dict[str, Any]:
     """``--summary NAME``: print the trials table (and the seeds table) and write the plots."""
     import optuna
@@ -828,38 +429,5 @@ def seed_reruns(optuna: Any, storage: Any, lock: StudyLock, exp: Experiment, sea
     objective = TrialRun(exp, lock, args_of, group="seeds", test=True, prune=False)
     work(study, lock, budget, objective, sample_new=False, poll=_poll(args.heartbeat_interval))
     return report_seeds(study, exp, top, seeds)
-
-
-def mean_std(values: list[float]) -> str:
-    """``mean ± sample std`` (``mean`` alone for one value)."""
-    if len(values) == 1:
-        return f"{values[0]:.4f}"
-    return f"{statistics.fmean(values):.4f} ± {statistics.stdev(values):.4f}"
-
-
-def report_seeds(study: Any, exp: Experiment, top: list[Any], seeds: list[int]) -> dict[str, Any]:
-    """The seeds table (one row per rerun trial) printed and written to ``seeds.md``; the figures returned."""
-    import optuna
-
-    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    rows, result = [], {}
-    metrics = sorted({k for t in done for k in t.user_attrs.get("test", {}) if "@" in k or k.endswith(("auc", "loss"))})
-    for trial in top:
-        runs = [t for t in done if t.user_attrs["source_trial"] == trial.number and t.user_attrs["seed"] in seeds]
-        if not runs:
-            continue
-        values = [t.value for t in runs]
-        tests = {m: [t.user_attrs["test"][m] for t in runs if m in t.user_attrs.get("test", {})] for m in metrics}
-        result[trial.number] = {"seeds": [t.user_attrs["seed"] for t in runs], "value": values,
-                                "test": {m: v for m, v in tests.items() if v}}
-        rows.append("| " + " | ".join([str(trial.number), ", ".join(f"{k}={_cell(v)}" for k, v in trial.params.items()),
-                                       str(len(runs)), mean_std(values),
-                                       *(mean_std(tests[m]) if tests[m] else "" for m in metrics)]) + " |")
-    header = "| trial | params | seeds | " + " | ".join([exp.monitor, *metrics]) + " |"
-    table = "\n".join([header, "|" + "---|" * (4 + len(metrics)), *rows])
-    write_text(exp.folder / "seeds.md", f"# Study {exp.study}: the best trials on seeds {seeds} "
-               f"(mean ± sample std; validation selects, the test is read only here)\n\n{table}\n")
-    print(table)
-    return result
 
 
