@@ -32,6 +32,7 @@ from seqrec.datamodules.base import RecommendationData
 from seqrec.errors import run_command
 from seqrec.fit_summary import checkpoint_callback, fit_summary
 from seqrec.lightning_private import disable_version_counter
+from seqrec.loggers.run_logger import SittingMarker
 from seqrec.resume import RESUMABLE_KEYS, logger_version, resolve_resume
 from seqrec.runs import SUMMARY, TEST_METRICS, remove_if_unused
 from seqrec.tasks.base import RecommendationTask
@@ -65,7 +66,8 @@ def _fit_run(run: Any) -> dict[str, float]:
     cli, trainer, task, data = run.cli, run.trainer, run.task, run.datamodule
     if trainer.world_size > 1 and not any(p.requires_grad for p in task.parameters()):
         raise ValueError(
-            f"{type(task.net if isinstance(task, RecommendationTask) else task).__name__} has no trainable parameters: its statistics would be "
+            f"{type(task.net if isinstance(task, RecommendationTask) else task).__name__} has no trainable parameters: "
+            "its statistics would be "
             f"counted on each of the {trainer.world_size} processes' shard of the data. Run it in one process "
             "(leave out configs/trainer/ddp.yaml, or --trainer.devices 1)."
         )
@@ -79,7 +81,15 @@ def _fit_run(run: Any) -> dict[str, float]:
                 disable_version_counter(callback)
     new_dir = logger_version(cli.config) is None  # this process claims a fresh version_N
     started = time.perf_counter()
-    first_epoch = trainer.current_epoch
+    marker = next((cb for cb in trainer.callbacks if isinstance(cb, SittingMarker)), None)
+
+    def summary_now(status: str | None) -> dict[str, Any]:
+        """fit_summary of this sitting: from the step and epoch training (re)started at (none before it started)."""
+        started_training = marker is not None and marker.start_step is not None
+        start_step = marker.start_step if started_training else trainer.global_step
+        start_epoch = marker.start_epoch if started_training else trainer.current_epoch
+        return fit_summary(trainer, time.perf_counter() - started, start_step, start_epoch, status)
+
     paused: Interrupted | None = None  # the sitting's time ran out: test the best so far, then exit 75
     try:
         if cli.config.validate_first and ckpt_path is None:
@@ -90,7 +100,7 @@ def _fit_run(run: Any) -> dict[str, float]:
         if stop.checkpoint is not None and stop.signum == TIME_UP:
             paused = stop
         elif stop.checkpoint is not None:
-            _finish(trainer, out_dir, fit_summary(trainer, time.perf_counter() - started, trainer.current_epoch - first_epoch, "interrupted"))
+            _finish(trainer, out_dir, summary_now("interrupted"))
             stop.args = (f"{stop}; resume with the same command and --ckpt_path {out_dir}",)
             raise
         else:
@@ -106,8 +116,7 @@ def _fit_run(run: Any) -> dict[str, float]:
     out_dir = Path(trainer.log_dir or trainer.default_root_dir)  # after fit: under several processes, rank 0's
     trainer.callbacks = [cb for cb in trainer.callbacks if not isinstance(cb, SignalCheckpoint)]  # one Checkpoint for "best"
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = fit_summary(trainer, time.perf_counter() - started, trainer.current_epoch - first_epoch,
-                          "sitting_time_limit" if paused is not None else None)
+    summary = summary_now("sitting_time_limit" if paused is not None else None)
     if trainer.is_global_zero:
         write_json(out_dir / SUMMARY, summary)
     log.info("fit: %s", summary)

@@ -24,16 +24,21 @@ def stop_reason(trainer: L.Trainer) -> str:
     return "interrupted_or_time_limit"  # Lightning's trainer.max_time: resume with --ckpt_path last
 
 
-def fit_summary(trainer: L.Trainer, seconds: float, epochs_this_sitting: int, status: str | None = None) -> dict[str, Any]:
-    """Why and when fitting stopped (``status``, else ``stop_reason``), and seconds per epoch of this sitting
-    (``seconds / max(epochs_this_sitting, 1)``), for results tables."""
+def fit_summary(trainer: L.Trainer, seconds: float, start_step: int, start_epoch: int,
+                status: str | None = None) -> dict[str, Any]:
+    """Why and when fitting stopped (``status``, else ``stop_reason``), and this sitting's length and pace, for
+    results tables and time estimates: the steps and epochs it trained since ``start_step`` / ``start_epoch``,
+    ``seconds / max(epochs, 1)`` and ``seconds / max(steps, 1)`` (validations included)."""
     best = checkpoint_callback(trainer)
+    steps, epochs = trainer.global_step - start_step, trainer.current_epoch - start_epoch
     return {
         "status": status if status is not None else stop_reason(trainer),
         "epochs": trainer.current_epoch,
         "global_step": trainer.global_step,
         "seconds_this_sitting": round(seconds, 1),
-        "seconds_per_epoch": round(seconds / max(epochs_this_sitting, 1), 2),
+        "steps_this_sitting": steps,
+        "seconds_per_epoch": round(seconds / max(epochs, 1), 2),
+        "seconds_per_step": round(seconds / max(steps, 1), 4),
         "best_checkpoint": getattr(best, "best_model_path", None) or None,
         "best_score": float(best.best_model_score) if getattr(best, "best_model_score", None) is not None else None,
     }

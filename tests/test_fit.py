@@ -48,6 +48,22 @@ def test_resume_matches_uninterrupted_run(ml100k_root, tmp_path, cadence):
     assert {row.split(",")[sitting] for row in rows} == {"0", "1"}
 
 
+def test_a_resumed_sittings_summary_counts_its_own_steps_and_epochs(ml100k_root, tmp_path):
+    """fit_summary.json's pace is the sitting's own: a resume restores the step inside Trainer.fit, so the start is
+    taken when training starts (SittingMarker), not before fit (which said 0 and counted the earlier sittings too)."""
+    main(tiny(ml100k_root, tmp_path, "--trainer.max_epochs", "1", "--test", "false"))
+    run = tmp_path / "sasrec_ml100k" / "version_0"
+    first = json.loads((run / "fit_summary.json").read_text())
+    main(tiny(ml100k_root, tmp_path, "--trainer.max_epochs", "3", "--test", "false", "--ckpt_path", "last"))
+    second = json.loads((run / "fit_summary.json").read_text())
+    assert first["epochs"] == 1 and first["steps_this_sitting"] == first["global_step"] > 0
+    assert second["epochs"] == 3
+    assert second["steps_this_sitting"] == second["global_step"] - first["global_step"] == 2 * first["global_step"]
+    assert second["seconds_per_epoch"] == pytest.approx(second["seconds_this_sitting"] / 2, abs=0.05)
+    assert second["seconds_per_step"] == pytest.approx(second["seconds_this_sitting"] / second["steps_this_sitting"],
+                                                       abs=0.01)
+
+
 def test_ckpt_path_last_refuses_a_run_of_another_config_and_a_run_can_be_named(ml100k_root, tmp_path, capsys):
     runs = tmp_path / "runs"
     main(tiny(ml100k_root, runs, "--trainer.max_epochs", "1", "--test", "false"))  # version_0: lr 0.001

@@ -137,6 +137,9 @@ CALIBRATION = ("lru_ml1m", 13_500, 7173.1)  # its last sitting, quiet 2-core CPU
 H200_MACS_PER_S = 10e12  # assumed effective rate of these d=64 products on one H200 (a few % of its peak)
 H200_STEP_FLOOR_S = 0.02  # assumed kernel-launch floor of one training step (2 blocks, forward + backward)
 H200_EVAL_BATCH, H200_EVAL_BATCH_FLOOR_S = 4096, 0.01
+# a sitting this long measures a cell's own CPU pace (seconds per step with its validations): the MACs model above
+# misjudges cells whose step is not bound by multiply-adds (FMLP-Rec on ML-1M: estimated 40 min, took hours)
+MIN_PACE_STEPS = 1000
 
 
 def dataset_of(config: str) -> str:
@@ -203,12 +206,19 @@ def max_steps(data: Dataset) -> int:
     return MAX_EPOCHS * math.ceil((data.train_examples or data.users) / data.batch)
 
 
-def estimate_seconds(config: str, device: str) -> float:
-    """Estimated seconds of one converged run: ``ASSUMED_VALIDATIONS`` × the validation interval steps, that
-    many + 1 validations and one test; ``device`` "cpu" (the calibrated rate) or "h200" (the assumed one)."""
+def assumed_steps(config: str) -> int:
+    """Training steps of one converged run: ``ASSUMED_VALIDATIONS`` (BERT4Rec: its own count) × the validation
+    interval, capped by the protocol's epochs."""
     data = DATASETS[dataset_of(config)]
     validations = ASSUMED_VALIDATIONS_OF.get(model_of(config), ASSUMED_VALIDATIONS)
-    steps = min(validations * data.val_every, max_steps(data))
+    return min(validations * data.val_every, max_steps(data))
+
+
+def estimate_seconds(config: str, device: str) -> float:
+    """Estimated seconds of one converged run: ``assumed_steps``, as many validations + 1 and one test; ``device``
+    "cpu" (the calibrated rate) or "h200" (the assumed one)."""
+    data = DATASETS[dataset_of(config)]
+    steps = assumed_steps(config)
     passes = steps // data.val_every + 2
     if device == "cpu":
         slowdown = CPU_SLOWDOWN.get(model_of(config), 1.0)
@@ -217,6 +227,14 @@ def estimate_seconds(config: str, device: str) -> float:
     batches = math.ceil(data.users / H200_EVAL_BATCH)
     evaluation = max(batches * H200_EVAL_BATCH_FLOOR_S, eval_macs(config) / H200_MACS_PER_S)
     return steps * step + passes * evaluation
+
+
+def measured_pace(entry: dict[str, Any] | None) -> float | None:
+    """Seconds per training step (validations included) of a cell's last CPU sitting, where it recorded one."""
+    if entry is None or not str(entry.get("hardware", "")).startswith("CPU"):
+        return None
+    pace = entry.get("seconds_per_step")
+    return float(pace) if pace and (entry.get("steps_this_sitting") or 0) >= MIN_PACE_STEPS else None
 
 
 def hours(seconds: float) -> str:
@@ -237,6 +255,8 @@ def assumptions() -> list[str]:
         "about 1/0.2 as many steps as SASRec's best at step 9,500 on ML-1M; BERT4Rec is known to need long training), "
         f"capped by the protocol's {MAX_EPOCHS} epochs (ML-1M: 28,000 steps); on the CPU its steps' MACs count "
         f"{CPU_SLOWDOWN['bert4rec']}× (measured beside SASRec's).",
+        f"Where a cell has run a CPU sitting of at least {MIN_PACE_STEPS:,} steps, its own pace (seconds per step, "
+        "validations included, `fit_summary.json`) × the assumed steps is shown beside the MACs estimate.",
         "Work per step: 3 × (batch × max_len tokens × the encoder's MACs per token (PROTOCOLS.md §7.1, d 64, 2 blocks) "
         "+ labelled positions × scored items × d), labelled positions = batch × min(max_len, mean length − 2) from "
         "Table 2, or batch for the cells trained on prefixes (NARM, FMLP-Rec: one label per example), or a fifth of "
@@ -352,6 +372,8 @@ def run_entry(run: Path, hardware_label: str, command: str) -> dict[str, Any]:
         "epochs": summary.get("epochs"),
         "global_step": summary.get("global_step"),
         "seconds": summary.get("seconds_this_sitting"),
+        "steps_this_sitting": summary.get("steps_this_sitting"),
+        "seconds_per_step": summary.get("seconds_per_step"),
         "hardware": hardware_label,
         "command": command,
         "run_dir": str(run),
@@ -410,6 +432,9 @@ def report(cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = N
         estimate = "—"
         if dataset_of(config) in DATASETS:
             estimate = f"{hours(estimate_seconds(config, 'cpu'))} / {hours(estimate_seconds(config, 'h200'))}"
+            pace = measured_pace(entry)
+            if pace is not None:
+                estimate += f"; at its measured CPU pace ({pace:.3g} s/step): {hours(assumed_steps(config) * pace)}"
         if entry is None:
             lines.append(f"| {config} | not yet run | | | | {estimate} |")
             continue

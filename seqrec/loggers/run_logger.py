@@ -178,10 +178,17 @@ class AppendingWriter(ExperimentWriter):
 
 
 class SittingMarker(Callback):
-    """At the start of training, lets every ``RunLogger`` mark where a resumed sitting begins."""
+    """At the start of training, lets every ``RunLogger`` mark where a resumed sitting begins, and keeps the step
+    and epoch it began at (``start_step``, ``start_epoch``: after a resume's restore, which ``Trainer.fit`` does
+    inside itself; None before training starts) for the sitting's summary."""
+
+    def __init__(self) -> None:
+        self.start_step: int | None = None
+        self.start_epoch: int | None = None
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         """Mark the sitting at the step the run resumed from."""
+        self.start_step, self.start_epoch = trainer.global_step, trainer.current_epoch
         for logger in trainer.loggers:
             if isinstance(logger, RunLogger):
                 logger.mark_sitting(trainer.global_step)

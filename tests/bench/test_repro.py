@@ -144,6 +144,21 @@ def test_without_hardware_the_label_is_detected(tmp_path, monkeypatch):
     assert entry["hardware"] == repro.detect_hardware(False) and entry["hardware"].startswith("CPU: ")
 
 
+def test_a_cpu_sitting_long_enough_adds_the_cells_measured_pace_to_its_estimate(tmp_path):
+    run = write_run(tmp_path / "runs", "fmlprec_ml1m", status="sitting_time_limit")
+    summary = json.loads((run / "fit_summary.json").read_text())
+    (run / "fit_summary.json").write_text(json.dumps({**summary, "steps_this_sitting": 12_000, "seconds_per_step": 0.5}))
+    entry = repro.run_entry(run, "CPU: test", "cmd")
+    assert entry["seconds_per_step"] == 0.5 and entry["steps_this_sitting"] == 12_000
+    steps = repro.assumed_steps("fmlprec_ml1m")
+    assert steps == 40 * 500  # the assumed 40 validation intervals of 500 steps on ML-1M
+    line = next(row for row in repro.report({"fmlprec_ml1m": [entry]}).splitlines() if row.startswith("| fmlprec_ml1m |"))
+    assert f"at its measured CPU pace (0.5 s/step): {repro.hours(steps * 0.5)} |" in line
+    for other in ({**entry, "hardware": "GPU: H200"}, {**entry, "steps_this_sitting": 10}, {**entry, "seconds_per_step": None}):
+        assert repro.measured_pace(other) is None  # another device, too short a sitting, or none recorded
+    assert "measured CPU pace" not in repro.report({"fmlprec_ml1m": [{**entry, "steps_this_sitting": 10}]})
+
+
 def test_hardware_detection_reads_the_accelerator_flag():
     assert uses_gpu(["--trainer.accelerator", "gpu"]) and uses_gpu(["--trainer.accelerator=cuda"])
     assert not uses_gpu(["--trainer.accelerator", "cpu"])
