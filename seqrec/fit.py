@@ -33,11 +33,11 @@ from seqrec.errors import run_command
 from seqrec.fit_summary import checkpoint_callback, fit_summary
 from seqrec.lightning_private import disable_version_counter
 from seqrec.loggers.run_logger import SittingMarker
-from seqrec.resume import RESUMABLE_KEYS, logger_version, resolve_resume
+from seqrec.resume import logger_version, resolve_resume
 from seqrec.runs import SUMMARY, TEST_METRICS, remove_if_unused
 from seqrec.tasks.base import RecommendationTask
 
-__all__ = ["RESUMABLE_KEYS", "fit", "main"]  # RESUMABLE_KEYS: seqrec.tune reads it from here
+__all__ = ["fit", "main"]
 
 log = logging.getLogger("seqrec.fit")
 
@@ -67,8 +67,8 @@ def _fit_run(run: Any) -> dict[str, float]:
     if trainer.world_size > 1 and not any(p.requires_grad for p in task.parameters()):
         raise ValueError(
             f"{type(task.net if isinstance(task, RecommendationTask) else task).__name__} has no trainable parameters: "
-            "its statistics would be "
-            f"counted on each of the {trainer.world_size} processes' shard of the data. Run it in one process "
+            f"its statistics would be counted on each of the {trainer.world_size} processes' shard of the data. "
+            "Run it in one process "
             "(leave out configs/trainer/ddp.yaml, or --trainer.devices 1)."
         )
     trainer.callbacks.extend(resume_callbacks(cli.config.get("sitting_time")))

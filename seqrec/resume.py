@@ -44,6 +44,11 @@ def run_base(trainer_cfg: Namespace) -> Path:
     return Path(logger.init_args.get("save_dir") or ".") / (logger.init_args.get("name") or "")
 
 
+def resumable(key: str) -> bool:
+    """Whether a resumed sitting may change config key ``key`` (one of ``RESUMABLE_KEYS`` or inside one)."""
+    return any(key == k or key.startswith(k + ".") for k in RESUMABLE_KEYS)
+
+
 def config_differences(run_dir: Path, config: Namespace) -> list[str]:
     """How the config resolved now differs from the one ``run_dir`` ran with (``RESUMABLE_KEYS`` aside)."""
     saved = run_dir / CONFIG
@@ -54,10 +59,6 @@ def config_differences(run_dir: Path, config: Namespace) -> list[str]:
     except (Exception, SystemExit) as error:  # noqa: BLE001 (an old or damaged config.yaml is a difference)
         return [f"its config.yaml no longer parses ({' '.join(str(error).split())[:200]})"]
     old, new = dict(config_leaves(before)), dict(config_leaves(config))
-
-    def resumable(key: str) -> bool:
-        return any(key == k or key.startswith(k + ".") for k in RESUMABLE_KEYS)
-
     keys = sorted(k for k in set(old) | set(new) if not resumable(k) and old.get(k) != new.get(k))
     return [f"{flag_name(k)}: {old.get(k)!r} in the run, {new.get(k)!r} now" for k in keys]
 

@@ -13,7 +13,7 @@ from jsonargparse import Namespace
 
 from seqrec.build import import_class, parse
 from seqrec.checks import config_leaves, flag_name
-from seqrec.resume import RESUMABLE_KEYS
+from seqrec.resume import resumable
 from seqrec.tune_space import cli_value
 
 
@@ -52,9 +52,6 @@ class Experiment:
 
     def identity(self) -> dict[str, Any]:
         """The resolved config (flags a resumed run may change aside): a study searches one experiment."""
-        def resumable(key: str) -> bool:
-            return any(key == k or key.startswith(k + ".") for k in RESUMABLE_KEYS)
-
         leaves = {flag_name(k): v for k, v in config_leaves(self.config) if not resumable(k)}
         return json.loads(json.dumps(leaves, default=str))
 
