@@ -13,7 +13,12 @@ Layout follows the official code (github yueqirex/LRURec, ``model/lru.py``)::
 
 Padding (item id 0, sequences left-padded) never carries state: the driven input γ ⊙ (B x_t + b_B)
 is zeroed at padded positions, so the state there is exactly 0 and the first real event starts from
-h = 0. The recurrence is evaluated by a log-depth parallel scan (GPU), step by step in one compiled CPU
+h = 0. ``padding="official"`` reproduces what the official code computes *at* a padded position (a real
+position is the same under both): there the state read out is the position's own drive u_p = γ ⊙ (B x_p + b_B)
+(its log-depth scan multiplies every carry out of a padded position by the mask, so a padded position keeps
+only its own input and passes nothing on), and the padding row E[0] is trained (its embedding has no
+``padding_idx``). It matters only for a label whose input position is padding: the first item of a window
+shorter than max_len, 0.7% of ML-1M's training labels and 16.9% of Beauty's (PROTOCOLS.md §1.10). The recurrence is evaluated by a log-depth parallel scan (GPU), step by step in one compiled CPU
 loop (``seqrec.models.kernels``), or step by step in torch (the exact reference, and O(1)-per-event
 recurrent inference through ``LRURec.step``).
 
@@ -38,6 +43,7 @@ from seqrec.models.kernels.linear_recurrence import (
 from seqrec.models.layers import Dropout, FeedForward
 
 SCANS = ("parallel", "sequential", "kernel", "auto")
+PADDINGS = ("clean", "official")  # what a padded position reads out: zero state (clean) or its own drive
 """How ``LRULayer`` evaluates its recurrence: "parallel" log-depth scan; "sequential" step-by-step torch calls
 (the reference); "kernel" the same steps as one compiled CPU loop (the torch loop where it is unavailable);
 "auto": "parallel" on accelerators, "kernel" on CPU."""
@@ -224,6 +230,7 @@ class LRULayer(nn.Module):
         r_min: float = 0.8,
         r_max: float = 0.99,
         scan: str = "parallel",
+        padding_drive: bool = False,
     ) -> None:
         super().__init__()
         if not 0.0 < r_min <= r_max < 1.0:
@@ -235,6 +242,7 @@ class LRULayer(nn.Module):
         self.d_model = d_model
         self.state_size = state_multiplier * d_model
         self.scan = scan
+        self.padding_drive = padding_drive  # a padded position reads out its own drive (padding="official")
         width = self.state_size
 
         u1 = torch.rand(width)
@@ -257,11 +265,18 @@ class LRULayer(nn.Module):
 
     def drive(self, x: Tensor, mask: Tensor, gamma: Tensor) -> Tensor:
         """u_t = γ ⊙ (B x_t + b_B), zero where mask is False: x (..., d), mask (...) -> (..., H)."""
-        u = self.in_proj(x, scale=gamma)  # (..., H) complex64
-        return u.masked_fill(~mask.unsqueeze(-1), 0)
+        return self.in_proj(x, scale=gamma).masked_fill(~mask.unsqueeze(-1), 0)  # (..., H) complex64
+
+    def read_states(self, h: Tensor, x: Tensor, mask: Tensor, gamma: Tensor) -> Tensor:
+        """The states the readout reads: h (..., H) itself, or with ``padding_drive`` the own drive
+        γ ⊙ (B x_p + b_B) at padded positions p (mask False) -> (..., H). Carried states are never changed."""
+        if not self.padding_drive:
+            return h
+        return torch.where(mask.unsqueeze(-1), h, self.in_proj(x, scale=gamma))
 
     def states(self, x: Tensor, mask: Tensor) -> Tensor:
-        """All recurrent states h_t for x (B, L, d), mask (B, L) -> (B, L, H) complex64 (0 at padding)."""
+        """The states read out at every position for x (B, L, d), mask (B, L) -> (B, L, H) complex64: the
+        recurrent h_t at real events; at padding 0 (``padding_drive``: the position's own drive)."""
         with torch.autocast(device_type=x.device.type, enabled=False):
             log_lambda, gamma = self.coefficients()
             u = self.drive(x.float(), mask, gamma)  # (B, L, H)
@@ -270,8 +285,10 @@ class LRULayer(nn.Module):
             # recurrence, compiled ("kernel") where the C++ extension builds
             cpu = u.device.type == "cpu"
             if self.scan == "parallel" or (self.scan == "auto" and not cpu):
-                return parallel_scan(log_lambda, u)
-            return sequential_scan(log_lambda, u, compiled=self.scan in ("kernel", "auto"))
+                h = parallel_scan(log_lambda, u)
+            else:
+                h = sequential_scan(log_lambda, u, compiled=self.scan in ("kernel", "auto"))
+            return self.read_states(h, x.float(), mask, gamma)
 
     def final_state(self, x: Tensor, mask: Tensor) -> Tensor:
         """h_{L-1} = Σ_s λ^{L-1-s} u_s for x (B, L, d), mask (B, L) -> (B, H) complex64 (equals states()[:, -1])."""
@@ -281,7 +298,8 @@ class LRULayer(nn.Module):
             length = u.shape[1]
             k = torch.arange(length - 1, -1, -1, device=u.device, dtype=torch.float64)  # L-1 .. 0
             decay = torch.exp(k[:, None] * log_lambda.to(torch.complex128)[None, :]).to(torch.complex64)  # (L, H)
-            return torch.einsum("blh,lh->bh", u, decay)
+            h = torch.einsum("blh,lh->bh", u, decay)  # (B, H)
+            return self.read_states(h, x[:, -1].float(), mask[:, -1], gamma)
 
     def readout(self, h: Tensor, x: Tensor) -> Tensor:
         """y = LayerNorm(Dropout(Re(C h + b_C)) + x): h (..., H), x (..., d) -> (..., d) float32."""
@@ -293,12 +311,13 @@ class LRULayer(nn.Module):
         return self.readout(self.states(x, mask), x)
 
     def step(self, h: Tensor, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        """One event: h (B, H), x (B, d), mask (B,) -> (h', y (B, d)); h' = h where mask is False."""
+        """One event: h (B, H), x (B, d), mask (B,) -> (h', y (B, d)); h' = h where mask is False (y reads
+        ``read_states``: with ``padding_drive`` a padding event reads its own drive, as ``forward`` does)."""
         with torch.autocast(device_type=x.device.type, enabled=False):
             log_lambda, gamma = self.coefficients()
             u = self.drive(x.float(), mask, gamma)  # (B, H)
             h_next = torch.where(mask.unsqueeze(-1), torch.exp(log_lambda) * h + u, h)  # (B, H)
-            return h_next, self.readout(h_next, x)
+            return h_next, self.readout(self.read_states(h_next, x.float(), mask, gamma), x)
 
 
 class PositionwiseFeedForward(FeedForward):
@@ -328,9 +347,10 @@ class LRUBlock(nn.Module):
         r_min: float,
         r_max: float,
         scan: str,
+        padding_drive: bool = False,
     ) -> None:
         super().__init__()
-        self.lru_layer = LRULayer(d_model, state_multiplier, lru_dropout, r_min, r_max, scan)
+        self.lru_layer = LRULayer(d_model, state_multiplier, lru_dropout, r_min, r_max, scan, padding_drive)
         self.feed_forward = PositionwiseFeedForward(d_model, 4 * d_model, dropout)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
@@ -348,6 +368,9 @@ class LRURec(SequenceRecommender):
     ``init_state`` / ``step`` run the same model one event at a time with O(1) state per user.
     ``lru_dropout`` (default: ``dropout``) is the dropout inside the LRU layers, the official
     ``bert_attn_dropout``; ``dropout`` is used for the embedding and the PFFN (``bert_dropout``).
+    ``padding`` is what a padded position computes (the module docstring): "clean" (zero state, E[0] frozen
+    by ``padding_idx``; the default) or "official" (its own drive, E[0] trained, as the official code). Real
+    positions, and so evaluation, are the same under both; only training on labels at padded inputs differs.
     """
 
     left_padding_invariant = True  # padding never carries state and no position is counted
@@ -363,18 +386,24 @@ class LRURec(SequenceRecommender):
         r_max: float = 0.99,
         scan: str = "parallel",
         lru_dropout: float | None = None,
+        padding: str = "clean",
     ) -> None:
         super().__init__()
         if num_items < 1:
             raise ValueError(f"num_items must be >= 1 (ids 1..num_items, 0 = padding), got {num_items}")
+        if padding not in PADDINGS:
+            raise ValueError(f"padding must be one of {PADDINGS}, got {padding!r}")
         self.num_items = num_items
         self.d_model = d_model
+        self.padding = padding
         lru_dropout = dropout if lru_dropout is None else lru_dropout
-        self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
+        official = padding == "official"
+        # "official": no padding_idx, so E[0] is trained (the official LRUEmbedding has none)
+        self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=None if official else 0)
         self.embedding_dropout = Dropout(dropout)
         self.embedding_layer_norm = nn.LayerNorm(d_model)
         self.blocks = nn.ModuleList(
-            LRUBlock(d_model, dropout, lru_dropout, state_multiplier, r_min, r_max, scan)
+            LRUBlock(d_model, dropout, lru_dropout, state_multiplier, r_min, r_max, scan, padding_drive=official)
             for _ in range(num_layers)
         )
         self.output_bias = nn.Parameter(torch.zeros(num_items + 1))  # (N+1,)
@@ -468,7 +497,7 @@ class LRURec(SequenceRecommender):
         for block in self.blocks:
             h = block.lru_layer.states(x, mask)  # (B, L, H)
             x = block.feed_forward(block.lru_layer.readout(h, x))
-            state.append(h[:, -1])
+            state.append(h[:, -1].masked_fill(~mask[:, -1:], 0))  # an all-padding row carries the empty state
         return tuple(state), x
 
     def state_bytes(self, batch_size: int = 1, seq_len: int | None = None) -> int:

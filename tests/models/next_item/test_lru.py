@@ -14,6 +14,7 @@ from seqrec.models.next_item.lru import (
     parallel_scan,
     sequential_scan,
 )
+from tests.models.next_item.reference import checkout, import_module
 
 
 def _random_log_lambda(width: int, r_min: float = 0.5, r_max: float = 0.999) -> Tensor:
@@ -233,15 +234,100 @@ def test_padding_never_carries_state(scan: str) -> None:
         torch.testing.assert_close(model(long)[:, -10:], bare, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("scan", ["parallel", "sequential", "kernel"])
+def test_official_padding_reads_each_padded_positions_own_drive_and_changes_no_real_position(scan: str) -> None:
+    torch.manual_seed(1)
+    layer = _loud(LRULayer(8, dropout=0.0, scan=scan, padding_drive=True)).eval()
+    clean = LRULayer(8, dropout=0.0, scan=scan).eval()
+    clean.load_state_dict(layer.state_dict())
+    x = torch.randn(3, 7, 8)
+    mask = _left_padded([4, 1, 0], 7, 9) > 0  # (3, 7)
+    with torch.no_grad():
+        _, gamma = layer.coefficients()
+        own = layer.in_proj(x, scale=gamma)  # (3, 7, H): u_p = γ ⊙ (B x_p + b_B), no carry in
+        states = layer.states(x, mask)
+        torch.testing.assert_close(states[~mask], own[~mask])
+        torch.testing.assert_close(states[mask], clean.states(x, mask)[mask])  # real positions: the same
+        assert torch.count_nonzero(clean.states(x, mask)[~mask]) == 0  # clean: zero state at padding
+        torch.testing.assert_close(layer.final_state(x, mask), states[:, -1], rtol=1e-5, atol=1e-5)
+
+
+def test_official_padding_trains_the_padding_row_and_keeps_real_positions() -> None:
+    clean, official = _model(), _model(padding="official")
+    official.load_state_dict(clean.state_dict())
+    items = _left_padded([12, 3, 1, 7], 12, 40)  # (4, 12)
+    mask = items > 0
+    with torch.no_grad():
+        a, b = clean(items), official(items)  # (4, 12, d)
+    torch.testing.assert_close(b[mask], a[mask], rtol=1e-5, atol=1e-5)
+    assert (b[~mask] - a[~mask]).abs().max() > 1e-2  # the padded positions differ
+    torch.testing.assert_close(b[~mask], b[~mask][:1].expand_as(b[~mask]))  # one value at every padded position
+    for model, trained in ((clean, False), (official, True)):
+        model.train().zero_grad()
+        model(items)[~mask].sum().backward()  # a loss on labels at padded inputs only
+        assert bool(model.item_embedding.weight.grad[0].abs().sum() > 0) is trained  # E[0]: padding_idx or not
+    with pytest.raises(ValueError, match="padding must be one of"):
+        LRURec(10, padding="zeros")
+
+
+def _official_weights(official: torch.nn.Module) -> dict[str, Tensor]:
+    """The official LRU's state_dict in seqrec's names: complex projections split into real and imaginary
+    parts (the output projection's imaginary bias dropped: only Re(C h + b_C) is read)."""
+    ours: dict[str, Tensor] = {}
+    for name, value in official.state_dict().items():
+        name = name.replace("embedding.token.", "item_embedding.").replace("embedding.layer_norm.", "embedding_layer_norm.")
+        name = name.replace("model.lru_blocks.", "blocks.").replace("model.bias", "output_bias")
+        if value.is_complex():
+            base, kind = name.rsplit(".", 1)
+            ours[f"{base}.{kind}_real"] = value.real.clone()
+            if not (base.endswith("out_proj") and kind == "bias"):
+                ours[f"{base}.{kind}_imag"] = value.imag.clone()
+        else:
+            ours[name] = value
+    return ours
+
+
+@pytest.mark.parametrize("padding", ["clean", "official"])
+def test_logits_equal_the_official_codes_at_every_position_with_official_padding(padding: str) -> None:
+    """Same weights, same left-padded windows: the official model's scores (B, L, N+1) equal ours at every
+    real position under both paddings, and at the padded positions too with ``padding="official"``."""
+    root = checkout("SEQREC_LRUREC_OFFICIAL", "yueqirex/LRURec")
+    from types import SimpleNamespace
+
+    reference = import_module(root, "model/lru.py")
+    args = SimpleNamespace(num_items=50, bert_hidden_units=16, bert_num_blocks=2, bert_dropout=0.2,
+                           bert_attn_dropout=0.2, dataset_code="ml-1m")
+    torch.manual_seed(3)
+    official = reference.LRU(args).eval()
+    with torch.no_grad():  # louder projections (std 0.3): the recurrence, and so padding, visible in the logits
+        for name, p in official.named_parameters():
+            if "in_proj" in name or "out_proj" in name:
+                p.mul_(15)
+    ours = LRURec(50, d_model=16, num_layers=2, padding=padding, scan="sequential").eval()
+    ours.load_state_dict(_official_weights(official))
+    items = _left_padded([20, 13, 1, 6], 20, 50)  # (4, 20): L not a power of two, rows of every shape
+    mask = items > 0
+    with torch.no_grad():
+        expected, _ = official(items)  # (4, 20, 51)
+        got = ours.score(ours(items))
+    torch.testing.assert_close(got[mask], expected[mask], rtol=1e-4, atol=1e-4)
+    if padding == "official":
+        torch.testing.assert_close(got[~mask], expected[~mask], rtol=1e-4, atol=1e-4)
+    else:
+        assert (got[~mask] - expected[~mask]).abs().max() > 1e-3
+
+
 # ---- recurrent inference -----------------------------------------------------------------------
 
 
-def test_step_equals_parallel_forward_last_hidden() -> None:
-    model = _model(num_layers=3)
-    items = _left_padded([60, 1, 37, 59, 2], 60, 40)  # (5, 60)
+@pytest.mark.parametrize("padding", ["clean", "official"])
+def test_step_equals_parallel_forward_last_hidden(padding: str) -> None:
+    model = _model(num_layers=3, padding=padding)
+    items = _left_padded([60, 1, 37, 59, 2, 0], 60, 40)  # (6, 60); the last row is all padding
     with torch.no_grad():
-        hidden = model(items)  # (5, 60, d)
-        state = model.init_state(5)
+        hidden = model(items)  # (6, 60, d)
+        torch.testing.assert_close(model.last_hidden(items), hidden[:, -1], rtol=0, atol=1e-5)
+        state = model.init_state(6)
         for t in range(items.shape[1]):
             state, last = model.step(state, items[:, t])
         torch.testing.assert_close(last, hidden[:, -1], rtol=0, atol=1e-5)
@@ -250,7 +336,7 @@ def test_step_equals_parallel_forward_last_hidden() -> None:
         torch.testing.assert_close(prefill_hidden, hidden, rtol=0, atol=1e-5)
         for a, b in zip(prefilled, state, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-        nxt = torch.randint(1, 41, (5,))
+        nxt = torch.randint(1, 41, (6,))
         _, stepped = model.step(prefilled, nxt)
         longer = model(torch.cat([items, nxt[:, None]], dim=1))
         torch.testing.assert_close(stepped, longer[:, -1], rtol=0, atol=1e-5)
