@@ -14,7 +14,9 @@ metrics as an uninterrupted run (tests/test_fit.py, tests/callbacks/test_signals
 on) and the report is rewritten, so results are written as they finish and results from another machine
 (a GPU) merge with this one's. The report lists every cell with its status: converged (early stopping),
 partial (stopped by a time limit or a signal: resume it), or not yet run with the estimated time to
-converge on this CPU and on one H200 (``estimate_seconds``: the assumptions are in the report).
+converge on this CPU and on one H200 (``estimate_seconds``: the assumptions are in the report). Each converged
+cell gets a one-line verdict against the paper and a panel of ``reproduction_curves.png`` (its validation curve,
+kept in the ledger; ``seqrec.bench.repro_compare``).
 ``--shared_data`` swaps the raw-data sources for the exact files LRURec trained on where the folder has them
 (``lrurec/ml-1m.txt.gz``, ``lrurec/beauty.txt.gz``, ``lrurec/{video,sports,steam}.txt.gz``, ``xlong/``).
 """
@@ -35,6 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from seqrec.atomic import write_json, write_text
+from seqrec.bench.repro_compare import (
+    CURVE_METRIC,
+    FIGURE,
+    best_step,
+    plot_curves,
+    seed_of,
+    validation_curve,
+    verdict,
+)
 from seqrec.cli import main as cli_main
 from seqrec.data.preprocess import Preprocessing
 from seqrec.runs import SUMMARY, TEST_METRICS, VERSION_PREFIX
@@ -363,9 +374,11 @@ def detect_hardware(gpu: bool) -> str:
 
 
 def run_entry(run: Path, hardware_label: str, command: str) -> dict[str, Any]:
-    """A ledger entry from a run directory: test metrics, why it stopped, its size and where it ran."""
+    """A ledger entry from a run directory: test metrics, why it stopped, its size, where it ran, its seed, and its
+    validation curve with the best step (kept in the ledger so the report's figure outlives the run directory)."""
     metrics = json.loads((run / TEST_METRICS).read_text())
     summary = json.loads((run / SUMMARY).read_text()) if (run / SUMMARY).exists() else {}
+    curve = validation_curve(run)
     return {
         "metrics": {k.removeprefix("test/"): v for k, v in metrics.items() if k.startswith("test/")},
         "status": summary.get("status", "unknown"),
@@ -374,9 +387,13 @@ def run_entry(run: Path, hardware_label: str, command: str) -> dict[str, Any]:
         "seconds": summary.get("seconds_this_sitting"),
         "steps_this_sitting": summary.get("steps_this_sitting"),
         "seconds_per_step": summary.get("seconds_per_step"),
+        "best_step": best_step(curve, summary.get("best_checkpoint"), summary.get("best_score")),
+        "best_score": summary.get("best_score"),
+        "seed": seed_of(run),
         "hardware": hardware_label,
         "command": command,
         "run_dir": str(run),
+        "val_curve": curve,
         "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
@@ -451,7 +468,9 @@ def report(cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = N
                     continue
                 lines.append(f"| {config} | {metric} | {ours:.5f} | {paper:.5f} | {100 * (ours - paper) / paper:+.1f}% "
                              f"| {entry.get('status', '?')} | {entry.get('hardware', '?')} |")
-    lines += ["", "A status other than `early_stopping` marks a partial run: continue it with `--resume`.", "",
+    lines += ["", "A status other than `early_stopping` marks a partial run: continue it with `--resume`."]
+    lines += verdicts(cells, configs)
+    lines += ["",
               "## How the estimates are made", ""] + [f"- {a}" for a in assumptions()]
     commands = [(config, e["command"]) for config in configs for e in cells.get(config, []) if e.get("command")]
     if commands:
@@ -459,10 +478,40 @@ def report(cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = N
     return "\n".join(lines) + "\n"
 
 
+def converged_cells(cells: dict[str, list[dict[str, Any]]], configs: list[str]) -> dict[str, dict[str, Any]]:
+    """``{cell: its converged entry}`` in report order."""
+    found = {config: cell_status(cells.get(config, [])) for config in configs}
+    return {config: entry for config, (status, entry) in found.items() if status == "converged" and entry is not None}
+
+
+def verdicts(cells: dict[str, list[dict[str, Any]]], configs: list[str]) -> list[str]:
+    """The report's verdict section: one line per converged cell (``repro_compare.verdict``), then the figure of
+    the validation curves the ledger holds (cells recorded before it kept curves are named)."""
+    converged = converged_cells(cells, configs)
+    if not converged:
+        return []
+    lines = ["", "## Verdicts (converged cells, test split against the paper; 3% tolerance)", ""]
+    for config, entry in converged.items():
+        facts = [f"seed {entry['seed']}" if entry.get("seed") is not None else "seed not recorded",
+                 f"best step {entry['best_step']:,}" if entry.get("best_step") is not None else "best step not recorded"]
+        lines.append(f"- `{config}` ({', '.join(facts)}): {verdict(entry, PAPER.get(config, {}))}")
+    drawn = [config for config, entry in converged.items() if entry.get("val_curve")]
+    missing = [config for config in converged if config not in drawn]
+    if drawn:
+        lines += ["", f"![validation {CURVE_METRIC} of each converged cell against the paper's test figure]({FIGURE})", "",
+                  f"`{FIGURE}`: validation {CURVE_METRIC} per training step (the star: the best-validation checkpoint, "
+                  "the one tested), the paper's final test figure dashed."]
+    if missing:
+        lines += ["", f"No curve in the ledger for {', '.join(f'`{c}`' for c in missing)} (recorded before the ledger "
+                  "kept validation curves)."]
+    return lines
+
+
 def write_report(out: Path, cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = None) -> str:
-    """Render and write the report atomically; returns its text."""
+    """Render and write the report and its figure (``FIGURE`` beside it) atomically; returns the report's text."""
     text = report(cells, configs)
     out.parent.mkdir(parents=True, exist_ok=True)
+    plot_curves(converged_cells(cells, list(dict.fromkeys([*CELLS, *(configs or []), *cells]))), PAPER, out.parent / FIGURE)
     write_text(out, text)
     return text
 

@@ -1,0 +1,127 @@
+"""How a reproduced cell compares with its paper: a one-line verdict per cell and the validation-curve figure.
+
+The verdict reads the four test metrics m of a cell against the paper's, as relative differences
+``d_m = (ours_m - paper_m) / paper_m``:
+
+- **within 3%**: ``|d_m| <= 3%`` for every m;
+- **below**: some ``d_m < -3%``; the line names those metrics and the cause the ledger entry records
+  (``cause``, written after it was measured), else says no cause is measured yet;
+- **above**: no ``d_m < -3%`` and some ``d_m > +3%``.
+
+The figure (``reproduction_curves.png`` beside the report) draws each converged cell's validation Recall@10
+against the training step, the best step marked, beside the paper's final *test* figure as a dashed line (the
+paper publishes no curve). A ledger entry keeps its curve (``val_curve``, read from the run's metrics.csv when
+the cell is recorded), so the figure can be redrawn where the run directory no longer exists.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from seqrec.atomic import atomic_write
+from seqrec.loggers.report import read_config, read_metrics
+
+TOLERANCE = 0.03  # the campaign's bar: a cell within 3% of the paper on every metric reproduces it
+CURVE_METRIC = "recall@10"  # the protocol's early-stopping and checkpoint-selection metric (PROTOCOLS.md §1)
+FIGURE = "reproduction_curves.png"
+
+
+def relative_differences(metrics: dict[str, float], paper: dict[str, float]) -> dict[str, float]:
+    """``{metric: (ours - paper) / paper}`` for every paper metric the cell measured."""
+    return {name: (metrics[name] - value) / value for name, value in paper.items() if name in metrics and value}
+
+
+def verdict(entry: dict[str, Any], paper: dict[str, float]) -> str:
+    """One line: within 3%, above, or below (with the recorded cause), from the entry's test metrics."""
+    diffs = relative_differences(entry.get("metrics", {}), paper)
+    if not diffs:
+        return "no test metrics to compare"
+
+    def listed(names: list[str]) -> str:
+        return ", ".join(f"{name} {100 * diffs[name]:+.1f}%" for name in names)
+
+    below = [name for name, d in diffs.items() if d < -TOLERANCE]
+    above = [name for name, d in diffs.items() if d > TOLERANCE]
+    if below:
+        cause = entry.get("cause") or "not measured yet"
+        return f"below the paper by more than 3% on {listed(below)}; cause: {cause}"
+    if above:
+        rest = [name for name in diffs if name not in above]
+        return f"above the paper: {listed(above)}" + (f"; {listed(rest)}" if rest else "")
+    low, high = min(diffs.values()), max(diffs.values())
+    return f"within 3% on all {len(diffs)} metrics ({100 * low:+.1f}% to {100 * high:+.1f}%)"
+
+
+def validation_curve(run: Path, metric: str = CURVE_METRIC) -> list[list[float]]:
+    """``[[step, value], ...]`` of ``val/<metric>`` from the run's metrics.csv, every sitting's rows as a resume
+    kept them ([] without the file). Step 0 is the check before training (logged, never a checkpoint)."""
+    if not (run / "metrics.csv").is_file():
+        return []
+    curve = {int(row["step"]): row[f"val/{metric}"] for row in read_metrics(run) if f"val/{metric}" in row and "step" in row}
+    return [[step, curve[step]] for step in sorted(curve)]
+
+
+def best_step(curve: list[list[float]], best_checkpoint: str | None, best_score: float | None) -> int | None:
+    """The global step of the best checkpoint: from its file name (``best-epoch=E-step=S.ckpt``, the step the
+    checkpoint and the resume use), else the first step after step 0 whose validation value is ``best_score``,
+    else the first step of the curve's maximum; None without any. (metrics.csv logs a validation inside training
+    one step before the checkpoint's global step.)"""
+    found = re.search(r"step=(\d+)", Path(best_checkpoint).name) if best_checkpoint else None
+    if found:
+        return int(found[1])
+    trained = [(int(step), value) for step, value in curve if step > 0]
+    if not trained:
+        return None
+    if best_score is not None:
+        for step, value in trained:
+            if math.isclose(value, best_score, rel_tol=1e-6, abs_tol=1e-9):
+                return step
+    return max(trained, key=lambda point: point[1])[0]
+
+
+def seed_of(run: Path) -> int | None:
+    """The run's ``seed_everything`` from its config.yaml (None without it)."""
+    seed = read_config(run).get("seed_everything")
+    return int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else None
+
+
+def plot_curves(curves: dict[str, dict[str, Any]], paper: dict[str, dict[str, float]], out: Path,
+                metric: str = CURVE_METRIC) -> Path | None:
+    """Write ``out``: one panel per cell of ``curves`` (``{cell: entry}`` with ``val_curve``), validation
+    ``metric`` per step, its best step marked, and the paper's final test figure dashed. None without
+    matplotlib or any curve."""
+    cells = {cell: entry for cell, entry in curves.items() if entry.get("val_curve")}
+    if not cells:
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    columns = min(3, len(cells))
+    rows = math.ceil(len(cells) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False,
+                             constrained_layout=True)
+    for axis, (cell, entry) in zip(axes.flat, cells.items()):
+        steps, values = zip(*entry["val_curve"])
+        axis.plot(steps, values, marker=".", markersize=3, color="tab:blue", label=f"ours, validation {metric}")
+        if entry.get("best_step") is not None and entry.get("best_score") is not None:
+            axis.plot([entry["best_step"]], [entry["best_score"]], marker="*", markersize=11, color="tab:orange",
+                      label=f"best (step {entry['best_step']:,})", linestyle="none")
+        if metric in paper.get(cell, {}):
+            axis.axhline(paper[cell][metric], color="tab:red", linestyle="--", label=f"paper, test {metric}")
+        ours = entry.get("metrics", {}).get(metric)
+        title = cell + (f": test {ours:.4f}" if ours is not None else "")
+        axis.set(title=title, xlabel="training step", ylabel=metric)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7, loc="lower right")
+    for axis in list(axes.flat)[len(cells):]:
+        axis.set_visible(False)
+    atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
+    plt.close(fig)
+    return out

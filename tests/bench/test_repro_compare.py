@@ -1,0 +1,88 @@
+import json
+
+import pytest
+
+from seqrec.bench import repro
+from seqrec.bench.repro_compare import best_step, relative_differences, seed_of, validation_curve, verdict
+
+PAPER = {"recall@10": 0.30, "ndcg@10": 0.20, "recall@20": 0.40, "ndcg@20": 0.25}
+METRICS_CSV = """epoch,sitting,step,train/loss_step,val/recall@10,val/ndcg@10
+0,0,0,,0.01,0.005
+0,0,50,7.5,,
+1,0,100,,0.20,0.10
+2,0,200,,0.25,0.12
+,1,150,,,
+1,1,200,,0.26,0.13
+3,1,300,,0.24,0.11
+"""
+
+
+def scaled(factors: dict[str, float]) -> dict[str, float]:
+    return {name: value * factors.get(name, 1.0) for name, value in PAPER.items()}
+
+
+def test_verdict_within_above_and_below_with_or_without_a_recorded_cause():
+    assert verdict({"metrics": scaled({"recall@10": 1.02, "ndcg@20": 0.971})}, PAPER) == (
+        "within 3% on all 4 metrics (-2.9% to +2.0%)")
+    assert verdict({"metrics": scaled({"ndcg@10": 1.065, "recall@10": 0.973})}, PAPER) == (
+        "above the paper: ndcg@10 +6.5%; recall@10 -2.7%, recall@20 +0.0%, ndcg@20 +0.0%")
+    below = {"metrics": scaled({"ndcg@20": 0.965, "recall@20": 0.968})}
+    assert verdict(below, PAPER) == ("below the paper by more than 3% on recall@20 -3.2%, ndcg@20 -3.5%; "
+                                      "cause: not measured yet")
+    assert verdict({**below, "cause": "dropout 0.2 is off the paper's grid optimum"}, PAPER).endswith(
+        "cause: dropout 0.2 is off the paper's grid optimum")
+    assert verdict({"metrics": {}}, PAPER) == "no test metrics to compare"
+    assert relative_differences({"recall@10": 0.33}, PAPER) == pytest.approx({"recall@10": 0.1})
+
+
+def test_the_curve_is_read_per_step_with_a_resumed_sittings_rows_replacing_the_lost_ones(tmp_path):
+    (tmp_path / "metrics.csv").write_text(METRICS_CSV)
+    curve = validation_curve(tmp_path)
+    # the second sitting resumed from step 150: its step-200 value replaces the first sitting's
+    assert curve == [[0, 0.01], [100, 0.20], [200, 0.26], [300, 0.24]]
+    assert best_step(curve, "runs/x/checkpoints/best-epoch=2-step=201.ckpt", 0.26) == 201  # the checkpoint's step
+    assert best_step(curve, None, 0.26) == 200
+    assert best_step(curve, None, None) == 200  # no recorded score: the curve's maximum
+    assert best_step([[0, 0.9], [100, 0.2]], None, None) == 100  # step 0 is never a checkpoint
+    assert validation_curve(tmp_path / "missing") == [] and best_step([], None, 0.1) is None
+
+
+def test_run_entry_keeps_the_curve_best_step_and_seed(tmp_path):
+    run = tmp_path / "runs" / "lru_ml1m" / "version_0"
+    run.mkdir(parents=True)
+    (run / "metrics.csv").write_text(METRICS_CSV)
+    (run / "config.yaml").write_text("seed_everything: 7\nmodel: {}\n")
+    (run / "test_metrics.json").write_text(json.dumps({"test/recall@10": 0.3}))
+    (run / "fit_summary.json").write_text(json.dumps({"status": "early_stopping", "best_score": 0.26,
+                                                       "best_checkpoint": str(run / "checkpoints" / "best-epoch=1-step=200.ckpt")}))
+    entry = repro.run_entry(run, "CPU: test", "cmd")
+    assert entry["val_curve"][-1] == [300, 0.24] and entry["best_step"] == 200 and entry["seed"] == 7
+    assert entry["best_score"] == 0.26
+    assert seed_of(tmp_path) is None
+
+
+def test_the_report_gives_each_converged_cell_a_verdict_and_draws_the_curves_it_holds(tmp_path):
+    paper = repro.PAPER["sasrec_ml1m"]
+    curve = [[0, 0.01], [500, 0.2], [1000, 0.3]]
+    cells = {
+        "sasrec_ml1m": [{"metrics": {k: v * 0.965 for k, v in paper.items()}, "status": "early_stopping",
+                         "val_curve": curve, "best_step": 1000, "best_score": 0.3, "seed": 42, "hardware": "CPU: x"}],
+        "lru_ml1m": [{"metrics": dict(repro.PAPER["lru_ml1m"]), "status": "early_stopping", "hardware": "CPU: x"}],
+        "lru_beauty": [{"metrics": {}, "status": "sitting_time_limit", "val_curve": curve, "hardware": "CPU: x"}],
+    }
+    out = tmp_path / "REPRODUCTION.md"
+    text = repro.write_report(out, cells)
+    assert "- `lru_ml1m` (seed not recorded, best step not recorded): within 3% on all 4 metrics (+0.0% to +0.0%)" in text
+    assert ("- `sasrec_ml1m` (seed 42, best step 1,000): below the paper by more than 3% on recall@10 -3.5%, "
+            "ndcg@10 -3.5%, recall@20 -3.5%, ndcg@20 -3.5%; cause: not measured yet") in text
+    assert "`lru_beauty` (" not in text  # partial cells get no verdict
+    assert "No curve in the ledger for `lru_ml1m`" in text and "](reproduction_curves.png)" in text
+    figure = tmp_path / "reproduction_curves.png"
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left beside it
+
+
+def test_no_converged_curve_no_figure(tmp_path):
+    text = repro.write_report(tmp_path / "R.md", {"lru_ml1m": [{"metrics": {}, "status": "early_stopping"}]})
+    assert "## Verdicts" in text and "reproduction_curves.png" not in text
+    assert not (tmp_path / "reproduction_curves.png").exists()
