@@ -18,9 +18,11 @@ position is the same under both): there the state read out is the position's own
 (its log-depth scan multiplies every carry out of a padded position by the mask, so a padded position keeps
 only its own input and passes nothing on), and the padding row E[0] is trained (its embedding has no
 ``padding_idx``). It matters only for a label whose input position is padding: the first item of a window
-shorter than max_len, 0.7% of ML-1M's training labels and 16.9% of Beauty's (PROTOCOLS.md §1.10). The recurrence is evaluated by a log-depth parallel scan (GPU), step by step in one compiled CPU
-loop (``seqrec.models.kernels``), or step by step in torch (the exact reference, and O(1)-per-event
-recurrent inference through ``LRURec.step``).
+shorter than max_len, 0.7% of ML-1M's training labels and 16.9% of Beauty's (PROTOCOLS.md §1.10).
+
+The recurrence is evaluated by a log-depth parallel scan (GPU), step by step in one compiled CPU loop
+(``seqrec.models.kernels``), or step by step in torch (the exact reference, and O(1)-per-event recurrent
+inference through ``LRURec.step``).
 
 The complex block always runs in float32/complex64, also under bf16/fp16 autocast.
 """
@@ -43,10 +45,10 @@ from seqrec.models.kernels.linear_recurrence import (
 from seqrec.models.layers import Dropout, FeedForward
 
 SCANS = ("parallel", "sequential", "kernel", "auto")
-PADDINGS = ("clean", "official")  # what a padded position reads out: zero state (clean) or its own drive
 """How ``LRULayer`` evaluates its recurrence: "parallel" log-depth scan; "sequential" step-by-step torch calls
 (the reference); "kernel" the same steps as one compiled CPU loop (the torch loop where it is unavailable);
 "auto": "parallel" on accelerators, "kernel" on CPU."""
+PADDINGS = ("clean", "official")  # what a padded position reads out: zero state (clean) or its own drive
 
 LRUState = RecurrentState
 """Recurrent per-user state: one complex64 tensor (B, H) per LRU layer."""
