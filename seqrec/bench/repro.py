@@ -28,6 +28,7 @@ import datetime
 import json
 import math
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -151,11 +152,21 @@ H200_EVAL_BATCH, H200_EVAL_BATCH_FLOOR_S = 4096, 0.01
 # a sitting this long measures a cell's own CPU pace (seconds per step with its validations): the MACs model above
 # misjudges cells whose step is not bound by multiply-adds (FMLP-Rec on ML-1M: estimated 40 min, took hours)
 MIN_PACE_STEPS = 1000
+# a variant of a cell (the same config with other flags: `--variant official_padding -- --model.net.padding
+# official`) is its own cell "<config>@<variant>", with its own runs folder and ledger entries, compared with the
+# config's paper figures; without it, a run with other flags would replace the cell's entry
+VARIANT_MARK = "@"
+VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+
+def base_config(cell: str) -> str:
+    """The shipped config a cell runs: ``lru_beauty@official_padding`` (a ``--variant`` of it) -> ``lru_beauty``."""
+    return cell.split(VARIANT_MARK, 1)[0]
 
 
 def dataset_of(config: str) -> str:
-    """``lru_video`` -> ``video``."""
-    return config.rsplit("_", 1)[-1]
+    """``lru_video`` (or a variant of it) -> ``video``."""
+    return base_config(config).rsplit("_", 1)[-1]
 
 
 def model_of(config: str) -> str:
@@ -316,9 +327,12 @@ def shared_data_overrides(config: str, shared: Path) -> list[str]:
 
 
 def run_config(config: str, runs_dir: Path, extra: list[str], resume: bool) -> tuple[list[str], float, int]:
-    """Run one config to completion (or its time limit) in a subprocess; returns (command, seconds, exit code)."""
-    command = [sys.executable, "-m", "seqrec", "fit", "--config", f"{config}.yaml",
+    """Run one cell to completion (or its time limit) in a subprocess; returns (command, seconds, exit code). A
+    variant cell runs its base config, its runs named after the cell (runs_dir/<config>@<variant>/version_N)."""
+    command = [sys.executable, "-m", "seqrec", "fit", "--config", f"{base_config(config)}.yaml",
                "--trainer.logger.init_args.save_dir", str(runs_dir), *extra]
+    if base_config(config) != config:
+        command += ["--trainer.logger.init_args.name", config]
     if resume:
         command += ["--ckpt_path", "last"]
     started = time.perf_counter()
@@ -462,7 +476,7 @@ def report(cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = N
               "| cell | metric | ours | paper | rel. diff | status | hardware |", "|---|---|---|---|---|---|---|"]
     for config in configs:
         for entry in cells.get(config, []):
-            for metric, paper in PAPER.get(config, {}).items():
+            for metric, paper in PAPER.get(base_config(config), {}).items():
                 ours = entry.get("metrics", {}).get(metric)
                 if ours is None:
                     continue
@@ -494,7 +508,7 @@ def verdicts(cells: dict[str, list[dict[str, Any]]], configs: list[str]) -> list
     for config, entry in converged.items():
         facts = [f"seed {entry['seed']}" if entry.get("seed") is not None else "seed not recorded",
                  f"best step {entry['best_step']:,}" if entry.get("best_step") is not None else "best step not recorded"]
-        lines.append(f"- `{config}` ({', '.join(facts)}): {verdict(entry, PAPER.get(config, {}))}")
+        lines.append(f"- `{config}` ({', '.join(facts)}): {verdict(entry, PAPER.get(base_config(config), {}))}")
     drawn = [config for config, entry in converged.items() if entry.get("val_curve")]
     missing = [config for config in converged if config not in drawn]
     if drawn:
@@ -530,6 +544,7 @@ def command(
     hardware: str | None = None,
     report_only: bool = False,
     out: Path = Path("results/REPRODUCTION.md"),
+    variant: str | None = None,
     overrides: list[str] | None = None,
 ) -> None:
     """Paper reproductions (LRURec's Table 3 and 4 cells) in resumable sittings, compared with the paper.
@@ -550,6 +565,9 @@ def command(
         hardware: the label of this machine's results (default: detected)
         report_only: record the configs' latest runs, rewrite the report
         out: the report (the ledger reproduction.json goes beside it)
+        variant: run each config as its own cell "<config>@<variant>" (its own runs and ledger entries, compared
+            with the config's paper figures), for runs with other flags (after --); without it their result
+            replaces the config's entry of this hardware
         overrides: after --: extra flags for seqrec fit
     """
     env_data = os.environ.get("SEQREC_SHARED_DATA")
@@ -558,6 +576,11 @@ def command(
                               max_time=sitting_time, hardware=hardware, report_only=report_only, out=Path(out),
                               overrides=list(overrides or []))
     configs = CELLS if args.configs == ["all"] else args.configs
+    if variant is not None:
+        if not VARIANT_NAME.match(variant):
+            raise ValueError(f"--variant {variant!r}: use lower-case letters, digits, _ and - (it names a runs "
+                             "folder and a ledger cell)")
+        configs = [f"{base_config(config)}{VARIANT_MARK}{variant}" for config in configs]
     extra_common = [a for a in args.overrides if a != "--"]
     label = args.hardware or detect_hardware(uses_gpu(extra_common))
     ledger = args.out.parent / LEDGER

@@ -86,3 +86,51 @@ def test_no_converged_curve_no_figure(tmp_path):
     text = repro.write_report(tmp_path / "R.md", {"lru_ml1m": [{"metrics": {}, "status": "early_stopping"}]})
     assert "## Verdicts" in text and "reproduction_curves.png" not in text
     assert not (tmp_path / "reproduction_curves.png").exists()
+
+
+def test_a_variant_is_its_own_cell_compared_with_its_configs_paper_figures(tmp_path, monkeypatch):
+    runs, out = tmp_path / "runs", tmp_path / "REPRODUCTION.md"
+    calls = []
+
+    def fake_run(config, runs_dir, extra, resume):
+        calls.append((config, extra, resume))
+        run = runs_dir / config / "version_0"
+        run.mkdir(parents=True)
+        recall = 0.06 if "@" in config else 0.05
+        (run / "test_metrics.json").write_text(json.dumps({"test/recall@10": recall}))
+        (run / "fit_summary.json").write_text(json.dumps({"status": "early_stopping"}))
+        return ["py", "-m", "seqrec", "fit"], 1.0, 0
+
+    monkeypatch.setattr(repro, "run_config", fake_run)
+    repro.main(["--configs", "lru_beauty", "--runs_dir", str(runs), "--out", str(out), "--hardware", "here"])
+    repro.main(["--configs", "lru_beauty", "--runs_dir", str(runs), "--out", str(out), "--hardware", "here",
+                "--variant", "official_padding", "--", "--model.net.padding", "official"])
+    assert [c for c, _, _ in calls] == ["lru_beauty", "lru_beauty@official_padding"]
+    assert calls[1][1][-2:] == ["--model.net.padding", "official"]
+    cells = repro.read_ledger(tmp_path / "reproduction.json")
+    assert cells["lru_beauty"][0]["metrics"]["recall@10"] == 0.05  # the base cell keeps its entry
+    assert cells["lru_beauty@official_padding"][0]["metrics"]["recall@10"] == 0.06
+    text = out.read_text()
+    paper = repro.PAPER["lru_beauty"]["recall@10"]
+    assert f"| lru_beauty@official_padding | recall@10 | 0.06000 | {paper:.5f} | {100 * (0.06 - paper) / paper:+.1f}% |" in text
+    assert "- `lru_beauty@official_padding` (" in text
+    assert repro.dataset_of("lru_beauty@official_padding") == "beauty"
+    with pytest.raises(SystemExit):
+        repro.main(["--configs", "lru_beauty", "--out", str(out), "--variant", "Bad Name"])
+
+
+def test_a_variant_runs_its_base_config_named_after_the_cell(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_subprocess_run(command, check):
+        seen["command"] = command
+        return type("Done", (), {"returncode": 0})()
+
+    monkeypatch.setattr(repro.subprocess, "run", fake_subprocess_run)
+    repro.run_config("lru_beauty@official_padding", tmp_path, ["--model.net.padding", "official"], resume=True)
+    command = seen["command"]
+    assert command[command.index("--config") + 1] == "lru_beauty.yaml"
+    assert command[command.index("--trainer.logger.init_args.name") + 1] == "lru_beauty@official_padding"
+    assert command[-2:] == ["--ckpt_path", "last"]
+    repro.run_config("lru_beauty", tmp_path, [], resume=False)
+    assert "--trainer.logger.init_args.name" not in seen["command"]
