@@ -23,6 +23,7 @@ from typing import Any
 
 from seqrec.atomic import atomic_write
 from seqrec.loggers.report import read_config, read_metrics
+from seqrec.run_files import METRICS
 
 TOLERANCE = 0.03  # the campaign's bar: a cell within 3% of the paper on every metric reproduces it
 CURVE_METRIC = "recall@10"  # the protocol's early-stopping and checkpoint-selection metric (PROTOCOLS.md §1)
@@ -58,7 +59,7 @@ def verdict(entry: dict[str, Any], paper: dict[str, float]) -> str:
 def validation_curve(run: Path, metric: str = CURVE_METRIC) -> list[list[float]]:
     """``[[step, value], ...]`` of ``val/<metric>`` from the run's metrics.csv, every sitting's rows as a resume
     kept them ([] without the file). Step 0 is the check before training (logged, never a checkpoint)."""
-    if not (run / "metrics.csv").is_file():
+    if not (run / METRICS).is_file():
         return []
     curve = {int(row["step"]): row[f"val/{metric}"] for row in read_metrics(run) if f"val/{metric}" in row and "step" in row}
     return [[step, curve[step]] for step in sorted(curve)]

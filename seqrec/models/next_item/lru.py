@@ -265,23 +265,23 @@ class LRULayer(nn.Module):
         nu, theta, gamma = torch.exp(self.params_log.float())  # (H,) each
         return torch.complex(-nu, theta), gamma
 
-    def drive(self, x: Tensor, mask: Tensor, gamma: Tensor) -> Tensor:
-        """u_t = γ ⊙ (B x_t + b_B), zero where mask is False: x (..., d), mask (...) -> (..., H)."""
-        return self.in_proj(x, scale=gamma).masked_fill(~mask.unsqueeze(-1), 0)  # (..., H) complex64
+    def drive(self, x: Tensor, mask: Tensor, gamma: Tensor) -> tuple[Tensor, Tensor]:
+        """(u, own): own_t = γ ⊙ (B x_t + b_B) at every position, u = own with 0 where mask is False (what the
+        recurrence carries): x (..., d), mask (...) -> (..., H) complex64 each (one product for both)."""
+        own = self.in_proj(x, scale=gamma)  # (..., H)
+        return own.masked_fill(~mask.unsqueeze(-1), 0), own
 
-    def read_states(self, h: Tensor, x: Tensor, mask: Tensor, gamma: Tensor) -> Tensor:
-        """The states the readout reads: h (..., H) itself, or with ``padding_drive`` the own drive
-        γ ⊙ (B x_p + b_B) at padded positions p (mask False) -> (..., H). Carried states are never changed."""
-        if not self.padding_drive:
-            return h
-        return torch.where(mask.unsqueeze(-1), h, self.in_proj(x, scale=gamma))
+    def read_states(self, h: Tensor, own: Tensor, mask: Tensor) -> Tensor:
+        """The states the readout reads: h (..., H) itself, or with ``padding_drive`` the own drive ``own``
+        (..., H) at padded positions (mask False). Carried states are never changed."""
+        return torch.where(mask.unsqueeze(-1), h, own) if self.padding_drive else h
 
     def states(self, x: Tensor, mask: Tensor) -> Tensor:
         """The states read out at every position for x (B, L, d), mask (B, L) -> (B, L, H) complex64: the
         recurrent h_t at real events; at padding 0 (``padding_drive``: the position's own drive)."""
         with torch.autocast(device_type=x.device.type, enabled=False):
             log_lambda, gamma = self.coefficients()
-            u = self.drive(x.float(), mask, gamma)  # (B, L, H)
+            u, own = self.drive(x.float(), mask, gamma)  # (B, L, H) each
             # "auto": the log-depth scan pays off on GPUs; on CPU its O(L log L) memory traffic makes it
             # 2-3x slower than the O(L) loop (benchmarks/lru_speed.py), so CPUs run the exact sequential
             # recurrence, compiled ("kernel") where the C++ extension builds
@@ -290,18 +290,18 @@ class LRULayer(nn.Module):
                 h = parallel_scan(log_lambda, u)
             else:
                 h = sequential_scan(log_lambda, u, compiled=self.scan in ("kernel", "auto"))
-            return self.read_states(h, x.float(), mask, gamma)
+            return self.read_states(h, own, mask)
 
     def final_state(self, x: Tensor, mask: Tensor) -> Tensor:
         """h_{L-1} = Σ_s λ^{L-1-s} u_s for x (B, L, d), mask (B, L) -> (B, H) complex64 (equals states()[:, -1])."""
         with torch.autocast(device_type=x.device.type, enabled=False):
             log_lambda, gamma = self.coefficients()
-            u = self.drive(x.float(), mask, gamma)  # (B, L, H)
+            u, own = self.drive(x.float(), mask, gamma)  # (B, L, H) each
             length = u.shape[1]
             k = torch.arange(length - 1, -1, -1, device=u.device, dtype=torch.float64)  # L-1 .. 0
             decay = torch.exp(k[:, None] * log_lambda.to(torch.complex128)[None, :]).to(torch.complex64)  # (L, H)
             h = torch.einsum("blh,lh->bh", u, decay)  # (B, H)
-            return self.read_states(h, x[:, -1].float(), mask[:, -1], gamma)
+            return self.read_states(h, own[:, -1], mask[:, -1])
 
     def readout(self, h: Tensor, x: Tensor) -> Tensor:
         """y = LayerNorm(Dropout(Re(C h + b_C)) + x): h (..., H), x (..., d) -> (..., d) float32."""
@@ -317,9 +317,9 @@ class LRULayer(nn.Module):
         ``read_states``: with ``padding_drive`` a padding event reads its own drive, as ``forward`` does)."""
         with torch.autocast(device_type=x.device.type, enabled=False):
             log_lambda, gamma = self.coefficients()
-            u = self.drive(x.float(), mask, gamma)  # (B, H)
+            u, own = self.drive(x.float(), mask, gamma)  # (B, H) each
             h_next = torch.where(mask.unsqueeze(-1), torch.exp(log_lambda) * h + u, h)  # (B, H)
-            return h_next, self.readout(self.read_states(h_next, x.float(), mask, gamma), x)
+            return h_next, self.readout(self.read_states(h_next, own, mask), x)
 
 
 class PositionwiseFeedForward(FeedForward):
