@@ -252,11 +252,26 @@ def estimate_seconds(config: str, device: str) -> float:
 
 
 def measured_pace(entry: dict[str, Any] | None) -> float | None:
-    """Seconds per training step (validations included) of a cell's last CPU sitting, where it recorded one."""
+    """Seconds per training step (validations included) of a cell's CPU run: over all its sittings where the ledger
+    kept their total (``sittings``), else of its last sitting, where that was long enough to tell."""
     if entry is None or not str(entry.get("hardware", "")).startswith("CPU"):
         return None
+    if entry.get("seconds_total") and (entry.get("global_step") or 0) >= MIN_PACE_STEPS:
+        return float(entry["seconds_total"]) / float(entry["global_step"])
     pace = entry.get("seconds_per_step")
     return float(pace) if pace and (entry.get("steps_this_sitting") or 0) >= MIN_PACE_STEPS else None
+
+
+def wall_time(entry: dict[str, Any]) -> str:
+    """The report's wall-time cell: the whole run, with its number of sittings where it took several and the ledger
+    kept them (``continued``); else the last sitting's, marked so unless that sitting ran every step."""
+    if entry.get("seconds_total") and (entry.get("sittings") or 1) > 1:
+        return f"{entry['seconds_total']:,.0f} s ({entry['sittings']} sittings)"
+    seconds = entry.get("seconds")
+    if seconds is None:
+        return "?"
+    whole = entry.get("steps_this_sitting") is not None and entry.get("steps_this_sitting") == entry.get("global_step")
+    return f"{seconds:,.0f} s" if whole else f"{seconds:,.0f} s (last sitting)"
 
 
 def hours(seconds: float) -> str:
@@ -419,9 +434,25 @@ def read_ledger(path: Path) -> dict[str, list[dict[str, Any]]]:
     return json.loads(path.read_text()).get("cells", {})
 
 
+def continued(entry: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` with the run's totals so far when it is a later sitting of ``earlier``'s run (same run directory,
+    further on): ``sittings`` and ``seconds_total`` (each sitting's wall time, startup, validations and test
+    included), so a run resumed over several sittings keeps its whole cost, not only its last sitting's."""
+    if entry.get("run_dir") != earlier.get("run_dir") or (entry.get("global_step") or 0) <= (earlier.get("global_step") or 0):
+        return entry
+    seconds = earlier.get("seconds_total", earlier.get("seconds"))
+    if seconds is None or entry.get("seconds") is None:
+        return entry
+    return {**entry, "sittings": earlier.get("sittings", 1) + 1, "seconds_total": round(seconds + entry["seconds"], 1)}
+
+
 def record(ledger_path: Path, config: str, entry: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Add ``entry`` to the ledger, replacing the cell's entry of the same hardware; written atomically."""
+    """Add ``entry`` to the ledger, replacing the cell's entry of the same hardware (a later sitting of the same run
+    carries its totals: ``continued``); written atomically."""
     cells = read_ledger(ledger_path)
+    for earlier in cells.get(config, []):
+        if earlier.get("hardware") == entry["hardware"]:
+            entry = continued(entry, earlier)
     kept = [e for e in cells.get(config, []) if e.get("hardware") != entry["hardware"]]
     cells[config] = [*kept, entry]
     write_json(ledger_path, {"cells": cells})
@@ -454,7 +485,7 @@ def report(cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = N
         "split, best-validation checkpoint. Written by `python -m seqrec repro` (and `scripts/gpu_repro.sh` on a GPU); "
         f"every result is kept in `{LEDGER}` beside this file, labelled with the hardware it ran on.", "",
         "## Status of every cell", "",
-        "| cell | status | hardware | epochs (steps) | wall time (last sitting) "
+        "| cell | status | hardware | epochs (steps) | wall time "
         "| est. time to converge: 2-core CPU (calibrated) / one H200 (assumed) |",
         "|---|---|---|---|---|---|",
     ]
@@ -469,9 +500,8 @@ def report(cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = N
         if entry is None:
             lines.append(f"| {config} | not yet run | | | | {estimate} |")
             continue
-        seconds = entry.get("seconds")
         lines.append(f"| {config} | {status} | {entry.get('hardware', '?')} | {entry.get('epochs', '?')} "
-                     f"({entry.get('global_step', '?')}) | {'?' if seconds is None else f'{seconds:,.0f} s'} | {estimate} |")
+                     f"({entry.get('global_step', '?')}) | {wall_time(entry)} | {estimate} |")
     lines += ["", "## Ours against the paper", "",
               "| cell | metric | ours | paper | rel. diff | status | hardware |", "|---|---|---|---|---|---|---|"]
     for config in configs:

@@ -64,7 +64,7 @@ def test_report_lists_every_cell_with_status_hardware_and_estimates():
     cells = {"lru_ml1m": [entry()], "lru_beauty": [entry(status="interrupted_or_time_limit", hardware="CPU: x, 2 cores",
                                                          note="a note")]}
     table = report(cells)
-    assert "| lru_ml1m | converged | 1× NVIDIA H200 | 80 (4500) | 12 s |" in table
+    assert "| lru_ml1m | converged | 1× NVIDIA H200 | 80 (4500) | 12 s (last sitting) |" in table
     assert "| lru_beauty | partial (interrupted_or_time_limit; a note) | CPU: x, 2 cores |" in table
     assert "| lru_ml1m | recall@10 | 0.33289 | 0.32636 | +2.0% | early_stopping | 1× NVIDIA H200 |" in table
     assert "| lru_ml1m | ndcg@10 | 0.19298 | 0.19298 | +0.0% |" in table
@@ -157,6 +157,28 @@ def test_a_cpu_sitting_long_enough_adds_the_cells_measured_pace_to_its_estimate(
     for other in ({**entry, "hardware": "GPU: H200"}, {**entry, "steps_this_sitting": 10}, {**entry, "seconds_per_step": None}):
         assert repro.measured_pace(other) is None  # another device, too short a sitting, or none recorded
     assert "measured CPU pace" not in repro.report({"fmlprec_ml1m": [{**entry, "steps_this_sitting": 10}]})
+
+
+def test_a_resumed_sitting_of_the_same_run_carries_the_runs_whole_wall_time_and_pace(tmp_path):
+    ledger, cpu = tmp_path / "reproduction.json", "CPU: test"
+    first = entry(status="sitting_time_limit", hardware=cpu, global_step=30_000, seconds=7_200.0,
+                  steps_this_sitting=30_000, run_dir="runs/repro/narm_ml1m/version_0")
+    record(ledger, "narm_ml1m", first)
+    assert repro.wall_time(first) == "7,200 s"  # one sitting ran every step
+    second = {**first, "status": "sitting_time_limit", "global_step": 38_000, "seconds": 1_800.0, "steps_this_sitting": 8_000}
+    record(ledger, "narm_ml1m", second)
+    third = {**first, "status": "early_stopping", "global_step": 40_000, "seconds": 1_000.0, "steps_this_sitting": 2_000}
+    [kept] = record(ledger, "narm_ml1m", third)["narm_ml1m"]
+    assert kept["sittings"] == 3 and kept["seconds_total"] == 10_000.0
+    assert repro.measured_pace(kept) == 10_000.0 / 40_000  # the whole run's, not the last sitting's 0.5 s/step
+    assert repro.wall_time(kept) == "10,000 s (3 sittings)"
+    line = next(row for row in report(read_ledger(ledger)).splitlines() if row.startswith("| narm_ml1m |"))
+    assert "| 10,000 s (3 sittings) |" in line and "(0.25 s/step)" in line
+    # a new run (another directory) or a rerun from an earlier step starts its own count
+    fresh = {**third, "run_dir": "runs/repro/narm_ml1m/version_1", "global_step": 41_000}
+    assert "sittings" not in repro.continued(fresh, kept)
+    assert "sittings" not in repro.continued({**third, "global_step": 39_000}, kept)
+    assert repro.wall_time({**third, "steps_this_sitting": None}) == "1,000 s (last sitting)"
 
 
 def test_hardware_detection_reads_the_accelerator_flag():
