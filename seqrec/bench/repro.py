@@ -270,7 +270,8 @@ def wall_time(entry: dict[str, Any]) -> str:
     seconds = entry.get("seconds")
     if seconds is None:
         return "?"
-    whole = entry.get("steps_this_sitting") is not None and entry.get("steps_this_sitting") == entry.get("global_step")
+    steps = entry.get("steps_this_sitting")
+    whole = steps is not None and steps == entry.get("global_step")
     return f"{seconds:,.0f} s" if whole else f"{seconds:,.0f} s (last sitting)"
 
 
@@ -450,11 +451,13 @@ def record(ledger_path: Path, config: str, entry: dict[str, Any]) -> dict[str, l
     """Add ``entry`` to the ledger, replacing the cell's entry of the same hardware (a later sitting of the same run
     carries its totals: ``continued``); written atomically."""
     cells = read_ledger(ledger_path)
+    kept, replaced = [], None
     for earlier in cells.get(config, []):
         if earlier.get("hardware") == entry["hardware"]:
-            entry = continued(entry, earlier)
-    kept = [e for e in cells.get(config, []) if e.get("hardware") != entry["hardware"]]
-    cells[config] = [*kept, entry]
+            replaced = earlier
+        else:
+            kept.append(earlier)
+    cells[config] = [*kept, entry if replaced is None else continued(entry, replaced)]
     write_json(ledger_path, {"cells": cells})
     return cells
 
