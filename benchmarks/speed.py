@@ -512,6 +512,36 @@ def _ratio(values: list[float], scale: float, digits: int = 2) -> str:
     return format_spread([v / scale for v in values], digits) + "×"
 
 
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 flags of native bf16 products (/proc/cpuinfo)
+
+
+def bf16_native() -> bool | None:
+    """Whether this CPU multiplies bf16 natively (an x86 flag in ``BF16_FLAGS``); None where there is no x86 flag
+    line to read (another architecture or OS)."""
+    from seqrec.models.kernels.build import cpu_flags
+
+    flags = cpu_flags().split()
+    if "avx" not in flags and "sse2" not in flags:
+        return None
+    return any(flag in flags for flag in BF16_FLAGS)
+
+
+def bf16_unsuited(matmul: dict[str, Any] | None) -> str | None:
+    """Why bf16-mixed is not worth timing on this CPU (its bf16 products are emulated: measured slower than
+    fp32 on the large square), or None. Without the matmul phase the CPU flags decide."""
+    fp32, bf16 = _best_rate(matmul, "float32"), _best_rate(matmul, "bfloat16")
+    native = bf16_native()
+    if fp32 and bf16:
+        if bf16 >= fp32:
+            return None
+        flags = "no native bf16 (the CPU flags lack avx512_bf16 and amx_bf16)" if native is False else "slower"
+        return (f"this CPU's bf16 products run at {bf16:,.1f} G MACs/s, {bf16 / fp32:.2f}× its fp32 rate "
+                f"({fp32:,.1f}): {flags}, so bf16 is never chosen here")
+    if native is False:
+        return "no native bf16 products on this CPU (the CPU flags lack avx512_bf16 and amx_bf16)"
+    return None
+
+
 def _best_rate(matmul: dict[str, Any] | None, dtype: str) -> float | None:
     """The best median rate (G MACs/s) measured for ``dtype`` over the shapes."""
     if matmul is None:
@@ -544,7 +574,10 @@ def render(ctx: dict[str, Any]) -> str:
             "", "### Arithmetic limit of this machine", "",
             f"`torch.mm(a, b, out=c)` at {matmul['threads']} thread(s), inputs already in the dtype, each run "
             f"repeats the product for at least {args.matmul_seconds:g} s. The loss product is the whole "
-            "(positions × d)·(d × N+1) scoring; the fused loss runs it in chunks of `ce_chunk_rows` (2,048) rows.",
+            "(positions × d)·(d × N+1) scoring; the fused loss runs it in chunks of `ce_chunk_rows` rows "
+            "(\"auto\": ⌊1,572,864 / (N+1)⌋, 460 on ML-1M). "
+            f"Native bf16 products (CPU flags {' or '.join(BF16_FLAGS)}): "
+            f"{ {True: 'yes', False: 'no (emulated)', None: 'unknown'}[bf16_native()] }.",
             "", "| product | (M×K)·(K×N) | fp32 G MACs/s | bf16 G MACs/s |", "|---|---|---|---|",
         ]
         for name, (m, k, n) in ctx["shapes"].items():
@@ -696,6 +729,9 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--models", default=None,
                         help=f"comma-separated training and validation rows to measure (default all: "
                              f"{','.join(dict.fromkeys(label for label, *_ in (*TRAIN_ROWS, *EVAL_ROWS)))})")
+    parser.add_argument("--bf16", choices=("auto", "always", "never"), default="auto",
+                        help="bf16-mixed training rows: auto times them only where this CPU's bf16 products are not "
+                             "slower than its fp32 ones (native bf16)")
     parser.add_argument("--matmul-size", type=int, default=2048, help="side of the square product")
     parser.add_argument("--loss-shape", type=_shape, default=(16384, 64, 3417), help="the loss product MxKxN")
     parser.add_argument("--matmul-seconds", type=float, default=0.2, help="least seconds per matmul run")
@@ -790,12 +826,18 @@ def main(argv: list[str] | None = None) -> str:
         results["matmul"] = run_forked(phase_matmul, {**base, "label": "matmul", "shapes": shapes,
                                                       "min_seconds": args.matmul_seconds})
         note("matmul: " + ", ".join(f"{k} {median(v):,.1f} G MACs/s" for k, v in results["matmul"]["gmacs_per_s"].items()))
+    precisions = PRECISIONS
     if "train" in parts:
+        why_not = {"auto": bf16_unsuited(results.get("matmul")), "always": None, "never": "--bf16 never"}[args.bf16]
+        if why_not is not None:
+            precisions = tuple(p for p in PRECISIONS if p != "bf16-mixed")
+            skipped.append(f"bf16-mixed training rows: {why_not}")
+            note(f"skipped bf16-mixed training rows: {why_not}")
         results["train"] = {}
         for label, config, key in train_rows:
             if key not in data_args:
                 continue
-            for precision in PRECISIONS:
+            for precision in precisions:
                 extra = ["--trainer.precision", "bf16-mixed"] if precision == "bf16-mixed" else []
                 row = run_forked(phase_train, {**base, "label": f"train {label} {precision}",
                                                "args": build_args(config, key, *extra), "count_macs": precision == "fp32"})

@@ -36,6 +36,7 @@ from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.trainer.states import TrainerFn
 
+from seqrec.allocator import keep_freed_memory
 from seqrec.atomic import write_text
 from seqrec.callbacks.checkpoint_io import AtomicCheckpointIO
 from seqrec.callbacks.macs import MACsCallback
@@ -211,6 +212,7 @@ class SeqRecCLI(LightningCLI):
         check_run_flags(config)
         check_strategy(config.trainer)
         torch.set_num_threads(config.threads or default_threads())
+        keep_freed_memory()
         name_run_logger(config, self.experiment)
         if self.adjust is not None:
             self.adjust(config)

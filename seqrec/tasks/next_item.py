@@ -13,7 +13,12 @@ from seqrec.metrics.ranking import RankingMetrics, rank_of_target
 from seqrec.models.base import ClozeRecommender, CountingRecommender, SequenceRecommender
 from seqrec.tasks.base import RecommendationTask
 from seqrec.tasks.catalogue import catalogue_scan
-from seqrec.tasks.losses import fused_cross_entropy, sampled_cross_entropy
+from seqrec.tasks.losses import (
+    SAMPLED_CHUNK_ROWS,
+    auto_chunk_rows,
+    fused_cross_entropy,
+    sampled_cross_entropy,
+)
 from seqrec.tasks.padding import drop_padding
 
 DEFAULT_METRICS = ["hr@10", "ndcg@10", "mrr@10", "hr@20", "ndcg@20", "map@20"]
@@ -26,8 +31,8 @@ class NextItemTask(RecommendationTask):
     (LRURec, and SASRec under LRURec's protocol; for a cloze model, BERT4Rec, the masked positions: the others
     carry label 0); the padding column is excluded from the softmax. By
     default it is fused with the output projection in chunks of ``ce_chunk_rows`` labelled positions
-    (``seqrec.tasks.losses``: same loss and gradients, never the whole logits); ``ce_chunk_rows: null``
-    runs the plain reference path.
+    (``seqrec.tasks.losses``: same loss and gradients, never the whole logits; "auto" sizes a chunk's logits
+    to stay in cache, ``auto_chunk_rows``); ``ce_chunk_rows: null`` runs the plain reference path.
     Loss "bce": SASRec's binary cross-entropy, −log σ(s_pos) − Σ_neg log(1 − σ(s_neg)) with
     ``num_negatives`` uniform negatives per position (redrawn where one equals the positive).
     Loss "sampled_ce": softmax over the target and ``num_negatives`` items drawn uniformly from 1..N per labelled
@@ -53,13 +58,15 @@ class NextItemTask(RecommendationTask):
         metrics: list[str] | None = None,
         mask_history: bool = True,
         score_chunk_size: int = 65536,
-        ce_chunk_rows: int | None = 2048,
+        ce_chunk_rows: int | Literal["auto"] | None = "auto",
         **optimizer_args: Any,
     ) -> None:
         super().__init__(net, **optimizer_args)
         self.save_hyperparameters(ignore=["net"])
-        if ce_chunk_rows is not None and ce_chunk_rows < 1:
-            raise ValueError(f"ce_chunk_rows must be None (the plain reference path) or >= 1, got {ce_chunk_rows}")
+        rows_ok = ce_chunk_rows in (None, "auto") or (type(ce_chunk_rows) is int and ce_chunk_rows >= 1)
+        if not rows_ok:
+            raise ValueError(f"ce_chunk_rows must be \"auto\", an integer >= 1 or None (the plain reference path), "
+                             f"got {ce_chunk_rows!r}")
         if loss == "sampled_ce" and num_negatives < 1:
             raise ValueError(f"loss sampled_ce needs num_negatives >= 1 (LRURec's XLong: 100), got {num_negatives}")
         self.loss_kind, self.num_negatives = loss, num_negatives
@@ -92,11 +99,13 @@ class NextItemTask(RecommendationTask):
         if y.numel() == 0:  # no labelled position (a cloze batch may mask none): no loss, no gradient, not NaN
             return h.sum() * 0.0, 0
         if self.loss_kind == "ce" and self.ce_chunk_rows is not None:
-            loss = fused_cross_entropy(h, self.net.item_embeddings(), self.net.item_bias(), y,
-                                       self.ce_chunk_rows, self.matmul_dtype())
+            table = self.net.item_embeddings()  # (N+1, d)
+            rows = auto_chunk_rows(table.shape[0]) if self.ce_chunk_rows == "auto" else self.ce_chunk_rows
+            loss = fused_cross_entropy(h, table, self.net.item_bias(), y, rows, self.matmul_dtype())
         elif self.loss_kind == "sampled_ce":  # target + num_negatives uniform items per position (LRURec, XLong)
+            rows = SAMPLED_CHUNK_ROWS if self.ce_chunk_rows == "auto" else self.ce_chunk_rows
             loss = sampled_cross_entropy(h, self.net.item_embeddings(), self.net.item_bias(), y, self.num_negatives,
-                                         chunk_rows=self.ce_chunk_rows, matmul_dtype=self.matmul_dtype())
+                                         chunk_rows=rows, matmul_dtype=self.matmul_dtype())
         elif self.loss_kind == "ce":  # the plain reference path: the whole (P, N+1) logits at once
             logits = self.net.score(h).float()  # (P, N+1)
             logits[:, 0] = -math.inf

@@ -49,7 +49,7 @@ def _tiny(source: str, out: Path, *extra: str) -> list[str]:
         "--repeats", "2", "--steps", "2", "--warmup", "1", "--ml1m-data", source, "--ml100k-data", source,
         "--set", "model.init_args.net.init_args.d_model=16", "--set", "data.max_len=10",
         "--matmul-size", "32", "--loss-shape", "64x16x41", "--matmul-seconds", "0.005", "--fit-epochs", "1",
-        "--out", str(out), *extra,
+        "--out", str(out), "--bf16", "always", *extra,
     ]
 
 
@@ -159,3 +159,16 @@ def test_models_restricts_the_training_and_validation_rows(tmp_path: Path) -> No
     assert [(r[0], r[2]) for r in _rows(body, TABLES[1])] == [(m, p) for m in ("SASRec", "BERT4Rec")
                                                               for p in ("fp32", "bf16-mixed")]
     assert [r[0] for r in _rows(body, TABLES[2])] == ["SASRec", "BERT4Rec"]
+
+
+def test_bf16_rows_are_timed_only_where_bf16_products_are_not_slower_than_fp32(monkeypatch) -> None:
+    def rates(fp32: float, bf16: float) -> dict:
+        return {"gmacs_per_s": {"large square/float32": [fp32], "large square/bfloat16": [bf16]}}
+
+    monkeypatch.setattr(speed, "bf16_native", lambda: False)
+    reason = speed.bf16_unsuited(rates(40.0, 0.8))  # an AVX2-only CPU: bf16 emulated
+    assert reason is not None and "0.02× its fp32 rate" in reason and "avx512_bf16" in reason
+    assert speed.bf16_unsuited(None) is not None  # no matmul phase: the flags decide
+    monkeypatch.setattr(speed, "bf16_native", lambda: True)
+    assert speed.bf16_unsuited(rates(90.0, 577.0)) is None  # AMX: bf16 6x faster
+    assert speed.bf16_unsuited(None) is None

@@ -224,7 +224,10 @@ def train_equal(new: nn.Module, old: nn.Module, fn: Callable[[nn.Module], Tensor
 # --- the tests ---------------------------------------------------------------------------------------------
 
 
-def test_sasrec_same_seed_same_weights_same_outputs():
+def test_sasrec_same_seed_same_weights_same_outputs(monkeypatch):
+    # the reference paths (SEQREC_KERNELS=0): with the compiled dropout, CPU training draws attention dropout's
+    # mask there instead of in SDPA (tests/models/test_layers.py checks that path against SDPA's formula)
+    monkeypatch.setenv("SEQREC_KERNELS", "0")
     torch.manual_seed(0)
     old = OldSASRec(N, max_len=L, d_model=16, num_blocks=2, num_heads=2, dropout=0.3)
     torch.manual_seed(0)

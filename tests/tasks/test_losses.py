@@ -65,3 +65,36 @@ def test_bf16_products_stay_close_and_the_loss_float32():
 def test_empty_batch_is_a_clear_error():
     with pytest.raises(ValueError, match="no labelled position"):
         fused_cross_entropy(torch.zeros(0, 4), torch.zeros(5, 4), None, torch.zeros(0, dtype=torch.long))
+
+
+def test_auto_chunk_rows_sizes_a_chunks_logits_to_stay_in_cache():
+    from seqrec.tasks.losses import CHUNK_LOGITS, auto_chunk_rows
+
+    assert auto_chunk_rows(3417) == CHUNK_LOGITS // 3417 == 460  # ML-1M (N + 1 = 3,417 columns)
+    assert auto_chunk_rows(10) == 4096 and auto_chunk_rows(10**9) == 16  # clamped both ways
+
+
+@pytest.mark.parametrize("bad", [0, -3, True, 2.5, "big"])
+def test_the_task_refuses_a_chunk_size_that_is_not_auto_a_positive_integer_or_none(bad):
+    from seqrec.models.next_item.sasrec import SASRec
+    from seqrec.tasks.next_item import NextItemTask
+
+    with pytest.raises(ValueError, match="ce_chunk_rows must be"):
+        NextItemTask(SASRec(num_items=5, max_len=4, d_model=8), ce_chunk_rows=bad)
+
+
+@pytest.mark.parametrize("rows", ["auto", 3, None])
+def test_the_tasks_loss_is_the_same_for_auto_a_fixed_chunk_and_the_plain_path(rows):
+    from seqrec.models.next_item.sasrec import SASRec
+    from seqrec.tasks.next_item import NextItemTask
+
+    torch.manual_seed(0)
+    model = SASRec(num_items=40, max_len=6, d_model=8, dropout=0.0)
+    items = torch.randint(1, 41, (5, 6))
+    labels = torch.randint(1, 41, (5, 6))
+    loss, count = NextItemTask(model, ce_chunk_rows=rows).loss({"items": items, "labels": labels})
+    logits = model.score(model(items)).float()
+    logits[..., 0] = -float("inf")
+    assert count == 30
+    assert torch.allclose(loss, torch.nn.functional.cross_entropy(logits.reshape(30, -1), labels.reshape(-1)),
+                          atol=1e-6)

@@ -67,7 +67,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from seqrec.models.base import SequenceRecommender
-from seqrec.models.layers import Dropout, keep_mask
+from seqrec.models.layers import Dropout, apply_mask_, keep_mask
 
 FEATURE_KINDS = ("token", "token_seq", "float")
 
@@ -135,7 +135,7 @@ class _ExpandMLP(torch.autograd.Function):
         h = axis_product(axis, z, w1, b1)  # n -> e·n
         y = F.gelu(h)
         if keep is not None:
-            y.mul_(keep).mul_(scale)
+            apply_mask_(y, keep, scale)
         ctx.save_for_backward(z, w1, b1, w2, keep, None if recompute_hidden else h)
         ctx.scale, ctx.axis = scale, axis
         return axis_product(axis, y, w2, b2)  # e·n -> n
@@ -148,11 +148,11 @@ class _ExpandMLP(torch.autograd.Function):
             h = axis_product(ctx.axis, z, w1, b1)
         y = F.gelu(h)
         if keep is not None:
-            y.mul_(keep).mul_(ctx.scale)
+            apply_mask_(y, keep, ctx.scale)
         d_y, d_w2, d_b2 = axis_product_backward(ctx.axis, grad.contiguous(), y, w2)
         del y
         if keep is not None:
-            d_y.mul_(keep).mul_(ctx.scale)
+            apply_mask_(d_y, keep, ctx.scale)
         d_h = torch.ops.aten.gelu_backward(d_y, h)
         del d_y, h
         d_z, d_w1, d_b1 = axis_product_backward(ctx.axis, d_h, z, w1)
