@@ -145,7 +145,10 @@ MASK_PROB = 0.2  # model/bert4rec.yaml's mask_prob
 CPU_SLOWDOWN = {"bert4rec": 1.31}
 MAX_EPOCHS = 500  # the protocol's cap (protocol/lrurec.yaml): on ML-1M 500 × 56 batches = 28,000 steps, which a
 # BERT4Rec run reaches before the 110 assumed intervals (55,000 steps)
-CALIBRATION = ("lru_ml1m", 13_500, 7173.1)  # its last sitting, quiet 2-core CPU: steps 6,500 -> 20,000 in 7,173.1 s
+# a quiet sitting on the current code, validations every 500 steps included: lru_ml1m's first 2,000 steps in 981.4 s
+# at --threads 2 on a 2-core AMD EPYC (AVX2), after the dropout kernel and the allocator setting (the same
+# sitting on the code before them: 1,405.3 s); before, 13,500 steps in 7,173.1 s on a 2-core Xeon
+CALIBRATION = ("lru_ml1m", 2_000, 981.4)
 H200_MACS_PER_S = 10e12  # assumed effective rate of these d=64 products on one H200 (a few % of its peak)
 H200_STEP_FLOOR_S = 0.02  # assumed kernel-launch floor of one training step (2 blocks, forward + backward)
 H200_EVAL_BATCH, H200_EVAL_BATCH_FLOOR_S = 4096, 0.01
@@ -304,8 +307,8 @@ def assumptions() -> list[str]:
         "The GRU cells (GRU4Rec, NARM) run their recurrence step by step, well below the calibrated rate on a CPU, and "
         "the prefix-trained cells see one label per example, so they may need more validation intervals than LRURec: "
         "their estimates are the least certain (PROTOCOLS.md §1.11 has measured step times).",
-        f"CPU: {cpu_macs_per_s() / 1e9:.1f} G multiply-adds/s all-in, calibrated on the last `{config}` sitting "
-        f"of this file's history ({steps:,} steps in {seconds:,} s on 2 quiet cores, validations included). LRURec's "
+        f"CPU: {cpu_macs_per_s() / 1e9:.1f} G multiply-adds/s all-in, calibrated on a `{config}` sitting "
+        f"on the current code ({steps:,} steps in {seconds:,} s on 2 quiet cores, validations included). LRURec's "
         "sequential scan at L = 1,000 runs well below that rate (`python -m benchmarks.xlong` measures XLong's step).",
         f"One H200: {H200_MACS_PER_S / 1e12:.0f} T multiply-adds/s effective and at least {H200_STEP_FLOOR_S * 1000:.0f} ms "
         f"per training step (kernel launches of a 2-block d = 64 model), evaluation in batches of {H200_EVAL_BATCH:,} "
