@@ -542,6 +542,19 @@ def bf16_unsuited(matmul: dict[str, Any] | None) -> str | None:
     return None
 
 
+PATH_ENVS = (SHARED_ENV, "SEQREC_LRUREC_OFFICIAL")  # folders the report names by their variable, not this machine's path
+
+
+def name_env_paths(text: str) -> str:
+    """``text`` with the value of each set variable in ``PATH_ENVS`` written as ``$NAME`` (a results file then
+    reads the same on every machine, and the command in it can be pasted)."""
+    for name in PATH_ENVS:
+        value = os.environ.get(name, "").rstrip("/")
+        if value:
+            text = text.replace(str(Path(value).resolve()), f"${name}").replace(value, f"${name}")
+    return text
+
+
 def _best_rate(matmul: dict[str, Any] | None, dtype: str) -> float | None:
     """The best median rate (G MACs/s) measured for ``dtype`` over the shapes."""
     if matmul is None:
@@ -880,6 +893,7 @@ def main(argv: list[str] | None = None) -> str:
         "machine": machine, "load_start": load_start, "load_end": os.getloadavg(),
         "wall_s": time.perf_counter() - started, "official_dir": official_dir,
     })
+    body = name_env_paths(body)
     print(f"## {TITLE}\n\n{body}")
     if args.out is not None:
         write_section(args.out, TITLE, body)

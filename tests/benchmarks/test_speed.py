@@ -172,3 +172,11 @@ def test_bf16_rows_are_timed_only_where_bf16_products_are_not_slower_than_fp32(m
     monkeypatch.setattr(speed, "bf16_native", lambda: True)
     assert speed.bf16_unsuited(rates(90.0, 577.0)) is None  # AMX: bf16 6x faster
     assert speed.bf16_unsuited(None) is None
+
+
+def test_the_report_names_the_data_and_official_folders_by_their_variables(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SEQREC_SHARED_DATA", str(tmp_path / "shared"))
+    monkeypatch.setenv("SEQREC_LRUREC_OFFICIAL", str(tmp_path / "official") + "/")
+    text = f"read {tmp_path}/shared/lrurec/ml-1m.txt.gz and `{tmp_path}/official/model/lru.py`"
+    assert speed.name_env_paths(text) == ("read $SEQREC_SHARED_DATA/lrurec/ml-1m.txt.gz and "
+                                          "`$SEQREC_LRUREC_OFFICIAL/model/lru.py`")
