@@ -24,7 +24,6 @@ import statistics
 import time
 from typing import Any
 
-from benchmarks.forked import single_optimizer, training_step
 from benchmarks.pipeline import data_source_overrides
 from seqrec import allocator
 
@@ -73,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
 
     import torch
 
-    from benchmarks.speed import _built, _endless, _quiet_logging_calls
+    from benchmarks.speed import _built, _endless, _quiet_logging_calls, _training_step
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(42)
@@ -81,10 +80,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     run, data, task = _built(["--config", args.config, "--threads", str(args.threads), *data_args,
                               "--trainer.logger", "false"])
     task.train()
-    trainer = run.config.trainer
-    step = training_step(task, single_optimizer(task), getattr(trainer, "gradient_clip_val", None),
-                         getattr(trainer, "gradient_clip_algorithm", None) == "value",
-                         run.trainer.strategy.precision_plugin.train_step_context)
+    step = _training_step(run, task)
     batches = _endless(data.train_dataloader())
     seconds: dict[str, list[float]] = {text: [] for text in variants}
     with _quiet_logging_calls():

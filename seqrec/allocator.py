@@ -19,11 +19,12 @@ import ctypes
 import os
 import sys
 
+from seqrec.models.kernels.build import OFF_VALUES
+
 M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20  # bytes: the largest value glibc accepts on 64-bit (HEAP_MAX_SIZE / 2)
 TRIM_THRESHOLD = 1 << 30  # bytes of freed heap top kept before glibc returns it
-OFF_VALUES = ("0", "false", "off", "no")
 ENV = "SEQREC_MALLOC_TUNING"
 
 

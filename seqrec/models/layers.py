@@ -42,14 +42,6 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {"gelu": nn.GELU, "gelu_tanh": TanhGEL
 MASK_LEVELS = 32768  # the eager CPU masks are 15-bit integers: p is realised to within 1/65536
 
 
-def _apply(x: Tensor, keep: Tensor, scale: float) -> Tensor:
-    """x · keep · scale: one pass in the compiled kernel where it runs, else two (the bool mask promoted)."""
-    kernel = kernel_usable_for(x.device, x.dtype)
-    if kernel is not None and keep.shape == x.shape:
-        return kernel_apply(kernel, x, keep, scale)
-    return (x * keep).mul_(scale)
-
-
 def apply_mask_(x: Tensor, keep: Tensor, scale: float) -> Tensor:
     """x ← x · keep · scale in place (x contiguous): one pass in the compiled kernel where it runs (a bool
     operand of ``mul_`` is first copied to x's dtype); returns x. Outside autograd's view (custom nodes only)."""
@@ -60,20 +52,21 @@ def apply_mask_(x: Tensor, keep: Tensor, scale: float) -> Tensor:
 
 
 class _KeepMask(torch.autograd.Function):
-    """y = x · keep · scale with a boolean mask (saved as 1 byte per element, not a float mask)."""
+    """y = x · keep · scale with a boolean mask (saved as 1 byte per element, not a float mask): the eager path,
+    where the compiled kernel does not run (``_DrawAndKeep`` is its one-pass counterpart)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, keep: Tensor, scale: float) -> Tensor:  # noqa: ANN001
         """x (...), keep (...) bool -> x · keep · scale."""
         ctx.save_for_backward(keep)
         ctx.scale = scale
-        return _apply(x, keep, scale)
+        return (x * keep).mul_(scale)
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # noqa: ANN001, ANN205 (autograd signature)
         """∂y/∂x = keep · scale."""
         (keep,) = ctx.saved_tensors
-        return _apply(grad, keep, ctx.scale), None, None
+        return (grad * keep).mul_(ctx.scale), None, None
 
 
 class _DrawAndKeep(torch.autograd.Function):

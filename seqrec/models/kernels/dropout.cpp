@@ -99,11 +99,30 @@ void for_each_block(int64_t numel, uint64_t seed, uint32_t threshold, bool* keep
 }
 
 // y = x * (keep * scale): a multiply by 0 or scale (not a select), so it vectorises; as torch's x * keep,
-// a dropped NaN or infinity stays NaN
+// a dropped NaN or infinity stays NaN. y may be x (in place), so neither is __restrict.
 template <typename T>
-void scale_kept(const T* __restrict x, const bool* __restrict keep, T* __restrict y, T scale, int64_t count) {
+void scale_kept(const T* x, const bool* __restrict keep, T* y, T scale, int64_t count) {
   const uint8_t* __restrict k = reinterpret_cast<const uint8_t*>(keep);
   for (int64_t i = 0; i < count; ++i) y[i] = x[i] * (scale * static_cast<T>(k[i]));
+}
+
+void check_keep(const at::Tensor& x, const at::Tensor& keep) {
+  TORCH_CHECK(x.device().is_cpu() && x.is_contiguous(), "x must be a contiguous CPU tensor");
+  TORCH_CHECK(keep.is_contiguous() && keep.scalar_type() == at::kBool && keep.sizes() == x.sizes(),
+              "keep must be a contiguous bool tensor of x's shape");
+}
+
+// out = x * keep * scale (out may be x)
+void apply_into(const at::Tensor& x, const at::Tensor& keep, double scale, at::Tensor& out) {
+  const bool* kp = keep.data_ptr<bool>();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "dropout_apply", [&] {
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    scalar_t* op = out.data_ptr<scalar_t>();
+    const scalar_t s = static_cast<scalar_t>(scale);
+    at::parallel_for(0, x.numel(), 32768, [&](int64_t begin, int64_t end) {
+      scale_kept(xp + begin, kp + begin, op + begin, s, end - begin);
+    });
+  });
 }
 
 void check_threshold(int64_t threshold) {
@@ -136,37 +155,18 @@ std::vector<at::Tensor> forward(const at::Tensor& x, int64_t threshold, double s
   return {y, keep};
 }
 
-// grad (contiguous float), keep (same shape, bool) -> keep ? grad * scale : 0
+// grad (contiguous float), keep (same shape, bool) -> grad * keep * scale
 at::Tensor apply(const at::Tensor& grad, const at::Tensor& keep, double scale) {
-  TORCH_CHECK(grad.device().is_cpu() && grad.is_contiguous(), "grad must be a contiguous CPU tensor");
-  TORCH_CHECK(keep.is_contiguous() && keep.scalar_type() == at::kBool && keep.sizes() == grad.sizes(),
-              "keep must be a contiguous bool tensor of grad's shape");
+  check_keep(grad, keep);
   auto out = at::empty_like(grad);
-  const bool* kp = keep.data_ptr<bool>();
-  AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "dropout_apply", [&] {
-    const scalar_t* gp = grad.data_ptr<scalar_t>();
-    scalar_t* op = out.data_ptr<scalar_t>();
-    const scalar_t s = static_cast<scalar_t>(scale);
-    at::parallel_for(0, grad.numel(), 32768, [&](int64_t begin, int64_t end) {
-      scale_kept(gp + begin, kp + begin, op + begin, s, end - begin);
-    });
-  });
+  apply_into(grad, keep, scale, out);
   return out;
 }
 
 // x (contiguous float), keep (same shape, bool): x *= keep * scale in place, returns x
 at::Tensor apply_(at::Tensor& x, const at::Tensor& keep, double scale) {
-  TORCH_CHECK(x.device().is_cpu() && x.is_contiguous(), "x must be a contiguous CPU tensor");
-  TORCH_CHECK(keep.is_contiguous() && keep.scalar_type() == at::kBool && keep.sizes() == x.sizes(),
-              "keep must be a contiguous bool tensor of x's shape");
-  const uint8_t* kp = reinterpret_cast<const uint8_t*>(keep.data_ptr<bool>());
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "dropout_apply_", [&] {
-    scalar_t* xp = x.data_ptr<scalar_t>();
-    const scalar_t s = static_cast<scalar_t>(scale);
-    at::parallel_for(0, x.numel(), 32768, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) xp[i] *= s * static_cast<scalar_t>(kp[i]);
-    });
-  });
+  check_keep(x, keep);
+  apply_into(x, keep, scale, x);
   return x;
 }
 
