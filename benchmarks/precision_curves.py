@@ -64,13 +64,12 @@ def described(facts: dict[str, Any]) -> str:
 
 
 def render(base: dict[str, Any], other: dict[str, Any], metrics: list[str], figure: Path | None,
-           command: str, native_bf16: bool | None) -> str:
+           command: str, bf16_sentence: str) -> str:
     """The section body (markdown)."""
     a, b = base.get("label", base["precision"]), other.get("label", other["precision"])
-    native = {True: "yes", False: "no (emulated)", None: "unknown"}[native_bf16]
     lines = [
         f"Command: `{command}`", "",
-        f"Machine: {machine_description()}. Native bf16 products (CPU flags avx512_bf16 or amx_bf16): {native}.", "",
+        f"Machine: {machine_description()}. {bf16_sentence}", "",
         f"Runs: `{base['run']}` ({described(base)}, seed {base['seed']}) and `{other['run']}` ({described(other)}, "
         f"seed {other['seed']}), the same config, seed and training batches; they differ only in "
         f"{'what the labels name' if 'label' in base else 'the precision'}.", "",
@@ -124,7 +123,7 @@ def plot(base: dict[str, Any], other: dict[str, Any], metric: str, out: Path) ->
 
 def main(argv: list[str] | None = None) -> str:
     """Parse, read both runs, write the section (and the figure)."""
-    from benchmarks.speed import bf16_native
+    from benchmarks.speed import bf16_native_text
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs=2, type=Path, help="the reference run (fp32), then the other precision's run")
@@ -146,7 +145,7 @@ def main(argv: list[str] | None = None) -> str:
     name = args.name or args.runs[0].parent.name
     title = f"Precision: {name}" if args.labels is None else f"Side by side: {name}, {args.labels[0]} and {args.labels[1]}"
     body = render(base, other, args.metrics, figure, "python -m benchmarks.precision_curves " + " ".join(given),
-                  bf16_native())
+                  bf16_native_text())
     print(f"## {title}\n\n{body}")
     if args.out is not None:
         write_section(args.out, title, body)

@@ -77,6 +77,7 @@ from seqrec.bench.report import (
     write_section,
 )
 from seqrec.runs import SUMMARY
+from seqrec.tasks.losses import CHUNK_LOGITS, auto_chunk_rows
 
 TITLE = "Speed"
 PARTS = ("matmul", "train", "eval", "official", "fit")
@@ -526,6 +527,12 @@ def bf16_native() -> bool | None:
     return any(flag in flags for flag in BF16_FLAGS)
 
 
+def bf16_native_text() -> str:
+    """The report's sentence on native bf16 (``bf16_native``)."""
+    answer = {True: "yes", False: "no (emulated)", None: "unknown"}[bf16_native()]
+    return f"Native bf16 products (CPU flags {' or '.join(BF16_FLAGS)}): {answer}."
+
+
 def bf16_unsuited(matmul: dict[str, Any] | None) -> str | None:
     """Why bf16-mixed is not worth timing on this CPU (its bf16 products are emulated: measured slower than
     fp32 on the large square), or None. Without the matmul phase the CPU flags decide."""
@@ -588,9 +595,7 @@ def render(ctx: dict[str, Any]) -> str:
             f"`torch.mm(a, b, out=c)` at {matmul['threads']} thread(s), inputs already in the dtype, each run "
             f"repeats the product for at least {args.matmul_seconds:g} s. The loss product is the whole "
             "(positions × d)·(d × N+1) scoring; the fused loss runs it in chunks of `ce_chunk_rows` rows "
-            "(\"auto\": ⌊1,572,864 / (N+1)⌋, 460 on ML-1M). "
-            f"Native bf16 products (CPU flags {' or '.join(BF16_FLAGS)}): "
-            f"{ {True: 'yes', False: 'no (emulated)', None: 'unknown'}[bf16_native()] }.",
+            f"(\"auto\": ⌊{CHUNK_LOGITS:,} / (N+1)⌋, {auto_chunk_rows(3417)} on ML-1M). {bf16_native_text()}",
             "", "| product | (M×K)·(K×N) | fp32 G MACs/s | bf16 G MACs/s |", "|---|---|---|---|",
         ]
         for name, (m, k, n) in ctx["shapes"].items():
