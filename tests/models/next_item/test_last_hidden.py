@@ -58,3 +58,36 @@ def test_invariance_is_declared_by_lru_sasrec_and_narm_only():
     flags = {name: m.left_padding_invariant for name, m in models().items()}
     assert flags == {"lru": True, "lru-parallel": True, "sasrec": True, "gru4rec": False, "evornn": False,
                      "narm": True, "fmlprec": False}
+
+
+@pytest.mark.parametrize("name", list(models()))
+def test_query_hidden_in_slices_equals_the_whole_batch(name, monkeypatch):
+    """Out of training, ``query_hidden`` runs the rows in slices of QUERY_CHUNK_TOKENS tokens (each trimmed of its
+    own leading padding): the same states as ``last_hidden`` of the whole batch."""
+    import seqrec.models.base as base
+
+    model = models()[name].eval()
+    items = batch()
+    with torch.no_grad():
+        whole = model.last_hidden(items)
+        monkeypatch.setattr(base, "QUERY_CHUNK_TOKENS", 2 * L)  # slices of 2 rows: (2, 2, 1)
+        calls = []
+        monkeypatch.setattr(model, "last_hidden", lambda x, f=model.last_hidden: calls.append(x.shape) or f(x))
+        sliced = model.query_hidden(items)
+    assert [shape[0] for shape in calls] == [2, 2, 1]
+    if model.left_padding_invariant:  # rows 2-3 share 7 leading padding columns, row 4 has 5
+        assert [shape[1] for shape in calls] == [L, L - 7, L - 5]
+    torch.testing.assert_close(sliced, whole, rtol=1e-5, atol=1e-5)
+
+
+def test_query_hidden_in_training_keeps_the_batch_whole(monkeypatch):
+    """In training the batch is not sliced, so dropout draws the same masks as ``last_hidden`` of the batch."""
+    import seqrec.models.base as base
+
+    model = LRURec(N, d_model=16, num_layers=2, dropout=0.3, scan="sequential").train()
+    items = batch()
+    monkeypatch.setattr(base, "QUERY_CHUNK_TOKENS", 2 * L)
+    torch.manual_seed(5)
+    queried = model.query_hidden(items)
+    torch.manual_seed(5)
+    assert torch.equal(queried, model.last_hidden(items))
