@@ -146,7 +146,7 @@ CPU_SLOWDOWN = {"bert4rec": 1.31}
 MAX_EPOCHS = 500  # the protocol's cap (protocol/lrurec.yaml): on ML-1M 500 × 56 batches = 28,000 steps, which a
 # BERT4Rec run reaches before the 110 assumed intervals (55,000 steps)
 # a quiet sitting on the current code, validations every 500 steps included: lru_ml1m's first 2,000 steps in 981.4 s
-# at --threads 2 on a 2-core AMD EPYC (AVX2), after the dropout kernel and the allocator setting (the same
+# at --threads 2 on a 2-core AMD EPYC (AVX-512, native bf16), after the dropout kernel and the allocator setting (the same
 # sitting on the code before them: 1,405.3 s); before, 13,500 steps in 7,173.1 s on a 2-core Xeon
 CALIBRATION = ("lru_ml1m", 2_000, 981.4)
 H200_MACS_PER_S = 10e12  # assumed effective rate of these d=64 products on one H200 (a few % of its peak)
