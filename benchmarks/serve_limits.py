@@ -5,8 +5,12 @@ catalogue does not have, so the server parses, checks and looks up all of them b
 probe's request (one 1 Mi-character id, refused unread):
 
 - **/health while it is in flight**: one client sends the request back to back (one always in flight) while another
-  asks ``/health`` every ``GAP_S`` for ``--hostile-seconds``; p50/p99 against ``/health`` on the idle server, asked
-  the same way just before. Goal: p99 within 2x the idle p99.
+  asks ``/health`` every ``GAP_S``; p50/p99 against ``/health`` on the idle server, asked the same way. The two
+  conditions alternate in windows of ``WINDOW_S`` (an idle window starts ``SETTLE_S`` after the flood's request in flight was answered),
+  ``--hostile-seconds`` of each, so both see the same machine: on a shared 2-core machine the p99 of a few seconds
+  moved by 2x between identical back-to-back runs when idle was measured first and the flood after. The /health
+  client is ``http.client`` on one keep-alive connection (a lighter instrument than httpx: less of the measured time
+  is the client's own). Goal: p99 within 2x the idle p99.
 - **peak RSS added by one such request**: the server's peak resident set is reset (``/proc/PID/clear_refs``, 5)
   before a request and read (``VmHWM``) after it: the peak minus the resident set before; for the first request of
   the shape on a fresh server (heap pages a request frees stay resident and serve the next ones, so later requests
@@ -18,7 +22,6 @@ Each shape gets a fresh server (``measure_shape``); the flood runs in a process 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +31,8 @@ from typing import Any
 import numpy as np
 
 GAP_S = 0.005  # between /health requests
+WINDOW_S = 0.5  # one idle or one in-flight window of /health requests
+SETTLE_S = 0.05  # after the flood pauses, before an idle window: what its last request left to do is not "idle"
 RSS_TRIALS = 5
 HEALTH_GOAL = 2.0  # p99 during / idle p99
 RSS_GOAL_MB = 10.0
@@ -74,18 +79,27 @@ def percentile_ms(values: list[float], q: float) -> float:
     return float(np.percentile(values, q) * 1e3) if values else float("nan")
 
 
-def health_times(url: str, seconds: float, stop: threading.Event | None = None) -> list[float]:
-    """Seconds of each ``GET /health`` asked every ``GAP_S`` for ``seconds`` (one keep-alive connection)."""
-    import httpx
+def health_times(url: str, seconds: float) -> list[float]:
+    """Seconds of each ``GET /health`` asked every ``GAP_S`` for ``seconds``, on one keep-alive connection."""
+    import http.client
+    from urllib.parse import urlsplit
 
+    where = urlsplit(url)
     times = []
-    deadline = time.perf_counter() + seconds
-    with httpx.Client(base_url=url, timeout=120.0) as http:
-        while time.perf_counter() < deadline and not (stop is not None and stop.is_set()):
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=120.0)
+    try:
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
             start = time.perf_counter()
-            http.get("/health").raise_for_status()
+            connection.request("GET", "/health")
+            response = connection.getresponse()
+            response.read()
             times.append(time.perf_counter() - start)
+            if response.status != 200:
+                raise RuntimeError(f"/health answered {response.status}")
             time.sleep(GAP_S)
+    finally:
+        connection.close()
     return times
 
 
@@ -112,8 +126,9 @@ def peak_rss_added(pid: int, send: Callable[[], object]) -> int | None:
     return None if before is None or peak is None else max(peak - before, 0)
 
 
-def flood(url: str, body: bytes, stop: Any, took: Any) -> None:
-    """Send ``body`` back to back until ``stop`` is set; each request's seconds into the ``took`` queue.
+def flood(url: str, body: bytes, go: Any, paused: Any, stop: Any, took: Any) -> None:
+    """Send ``body`` back to back while ``go`` is set, until ``stop`` is set; each request's seconds into the ``took``
+    queue; ``paused`` is set while no request of it is in flight.
 
     Runs in a process of its own (``measure_shape``): in the process that times ``/health`` its GIL would delay
     those requests and the figure would be the client's, not the server's.
@@ -123,9 +138,15 @@ def flood(url: str, body: bytes, stop: Any, took: Any) -> None:
     headers = {"content-type": "application/json"}
     with httpx.Client(base_url=url, timeout=120.0) as http:
         while not stop.is_set():
+            if not go.is_set():
+                paused.set()
+                go.wait(0.05)
+                continue
+            paused.clear()
             start = time.perf_counter()
             http.post("/v1/users/hostile/events", content=body, headers=headers)
             took.put(time.perf_counter() - start)
+    paused.set()
 
 
 def measure_shape(url: str, pid: int, label: str, body: bytes, ids: int, seconds: float) -> HostileResult:
@@ -145,17 +166,26 @@ def measure_shape(url: str, pid: int, label: str, body: bytes, ids: int, seconds
         status = 0
         http.get("/health").raise_for_status()
         added = [a for a in (peak_rss_added(pid, post) for _ in range(1 + RSS_TRIALS)) if a is not None]
-    idle = health_times(url, seconds / 2)
     context = multiprocessing.get_context("spawn")
-    stop, took = context.Event(), context.Queue()
-    sender = context.Process(target=flood, args=(url, body, stop, took), daemon=True)
+    go, paused, stop, took = context.Event(), context.Event(), context.Event(), context.Queue()
+    sender = context.Process(target=flood, args=(url, body, go, paused, stop, took), daemon=True)
     sender.start()
+    idle: list[float] = []
+    during: list[float] = []
     times: list[float] = []
     try:
-        times.append(took.get(timeout=120))  # the flood is running: a request is in flight from now on
-        during = health_times(url, seconds)
+        for _ in range(max(1, round(seconds / WINDOW_S))):  # idle and in-flight windows alternate (module docstring)
+            go.clear()
+            if not paused.wait(120):
+                raise RuntimeError("the flooding client did not pause within 120 s")
+            time.sleep(SETTLE_S)
+            idle += health_times(url, WINDOW_S)
+            go.set()
+            times.append(took.get(timeout=120))  # its first request of the window was answered: the flood runs
+            during += health_times(url, WINDOW_S)
     finally:
         stop.set()
+        go.set()
         while sender.is_alive():
             try:
                 times.append(took.get(timeout=0.1))
@@ -178,7 +208,9 @@ def report_lines(results: list[HostileResult], command: str, load: str, max_body
     lines = ["## Hostile requests: /health while the largest request is in flight, and the memory it adds", "",
              f"A server on the LRURec run with `--max_body_bytes {max_body_bytes}` and `--max_id_length {max_id_length}`. Each "
              "request shape is sent back to back by one client (one always in flight) while another asks `/health` every "
-             f"{GAP_S * 1e3:.0f} ms; `idle` is `/health` asked the same way just before, with nothing else in flight. The "
+             f"{GAP_S * 1e3:.0f} ms (`http.client`, one keep-alive connection); `idle` is `/health` asked the same way with "
+             f"nothing else in flight, in windows of {WINDOW_S:g} s alternating with the flood's (each starting {SETTLE_S * 1e3:.0f} ms after "
+             "the flood's last request was answered). The "
              "ids are unknown to the catalogue: the server reads, parses, length-checks and looks up every one before "
              "its 404. `peak RSS added` is the server's peak resident set during one request minus its resident set "
              f"before (`/proc/PID/clear_refs`): the first request of the shape on a fresh server, and the largest of "

@@ -26,6 +26,7 @@ so it answers while every request thread is busy.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict
@@ -35,12 +36,12 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
 from pydantic_core import from_json
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from seqrec.serve.limits import Limits
+from seqrec.serve.limits import CHUNK, Limits
 from seqrec.serve.service import Event, Serving, ServingError
 from seqrec.serve.store import StoreError
 
@@ -179,16 +180,59 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def parse(model: type[Body], body: bytes) -> Body:
     """``body`` as ``model``, else ``InvalidBody``: parsed (pydantic-core's JSON parser, whose recursion limit bounds
-    the nesting), then validated: two calls, each holding the GIL for less than parsing and validating in one does
-    (JSON-mode validation of an ``int | str`` list is 2-3x slower)."""
+    the nesting), then validated (``validate``): separate calls, each holding the GIL for less than parsing and
+    validating in one does (JSON-mode validation of an ``int | str`` list is 2-3x slower)."""
     try:
         document = from_json(body, cache_strings=False)  # caching short strings costs more than it saves here
     except ValueError as error:
         raise InvalidBody(json_problem(str(error))[:ERROR_CHARACTERS]) from None
+    return validate(model, document)
+
+
+@functools.cache
+def list_field(model: type[BaseModel], name: str) -> tuple[TypeAdapter, int | None]:
+    """The validator of a list field's values, and the field's ``max_length`` (None: unbounded)."""
+    field = model.model_fields[name]
+    return TypeAdapter(field.annotation), next((m.max_length for m in field.metadata if hasattr(m, "max_length")), None)
+
+
+def validate(model: type[Body], document: Any) -> Body:  # noqa: ANN401 (parsed JSON)
+    """``document`` as ``model``, else ``InvalidBody`` naming the first problem.
+
+    A list field longer than ``CHUNK`` entries is validated in slices of ``CHUNK``, one C call each, as ids are
+    length-checked and looked up (``seqrec.serve.limits``): validating 21,844 ids in one call holds the GIL for
+    ~1.6 ms, and the event loop answering /health waits behind it; a slice holds it ~0.4 ms. The model itself is
+    validated with each long list cut to its first slice (the other fields, the list's type and ``min_length``), then
+    ``max_length`` is checked and the rest validated slice by slice; an error's place is the entry's index in the list.
+    """
+    long = {}
+    if isinstance(document, dict):
+        long = {name: value for name, value in document.items()
+                if isinstance(value, list) and len(value) > CHUNK and name in model.model_fields}
     try:
-        return model.model_validate(document)
+        head = model.model_validate({**document, **{name: value[:CHUNK] for name, value in long.items()}}
+                                    if long else document)
     except ValidationError as error:
         raise InvalidBody(one_line(error.errors(include_url=False, include_input=False))) from None
+    if not long:
+        return head
+    whole = {}
+    for name, value in long.items():
+        adapter, max_length = list_field(model, name)
+        if max_length is not None and len(value) > max_length:
+            raise InvalidBody(f"{name}: List should have at most {max_length:,} items, not {len(value):,}")
+        values = list(getattr(head, name))
+        for start in range(CHUNK, len(value), CHUNK):
+            try:
+                values += adapter.validate_python(value[start:start + CHUNK])
+            except ValidationError as error:
+                problems = error.errors(include_url=False, include_input=False)
+                for problem in problems:  # (index in the slice, ...) -> (name, index in the list, ...)
+                    loc = problem.get("loc", ())
+                    problem["loc"] = (name, loc[0] + start, *loc[1:]) if loc and isinstance(loc[0], int) else (name, *loc)
+                raise InvalidBody(one_line(problems)) from None
+        whole[name] = values
+    return head.model_copy(update=whole)
 
 
 def request_body(model: type[BaseModel]) -> dict[str, Any]:

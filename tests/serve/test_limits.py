@@ -155,3 +155,26 @@ def test_health_answers_while_every_request_thread_is_busy(lru_run):
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+@pytest.mark.parametrize("model, key, make", [
+    ("EventsIn", "items", lambda i: f"a{i}" if i % 3 else i),
+    ("BatchEventsIn", "events", lambda i: {"user": f"u{i % 7}", "item": i, "seq": i // 7}),
+])
+def test_a_long_list_is_validated_in_slices_to_the_same_model_and_the_same_first_problem(model, key, make):
+    """Lists over ``CHUNK`` entries are validated slice by slice (short GIL holds for /health): the same model as one
+    call gives, and a bad entry anywhere is named by its index in the whole list, not in its slice."""
+    import json
+
+    from seqrec.serve import app
+    from seqrec.serve.limits import CHUNK
+
+    cls = getattr(app, model)
+    values = [make(i) for i in range(2 * CHUNK + 123)]
+    assert app.parse(cls, json.dumps({key: values}).encode()) == cls.model_validate({key: values})
+    bad = CHUNK + 77  # in the second slice
+    broken = [*values[:bad], [1] if key == "items" else {"user": "", "item": 1}, *values[bad + 1:]]
+    with pytest.raises(app.InvalidBody, match=rf"^{key}\.{bad}\."):
+        app.parse(cls, json.dumps({key: broken}).encode())
+    with pytest.raises(app.InvalidBody, match=rf"^{key}: List should have at most 100,000 items, not 100,001$"):
+        app.validate(cls, {key: [values[0]] * 100_001})
