@@ -14,7 +14,7 @@ The body size bounds the work and the memory of one request, and so how long it 
 request thread's C calls, parsing above all, are not interrupted for the event loop that answers ``/health``):
 the worst body, short ids, costs ~6.5 ms to parse and ~10 MB of peak RSS per MiB (``python -m benchmarks.serve``
 part 3), so the default is 256 KiB (~21,000 ids of 8 characters: a history of ~20,000 events in one
-request); ids are checked and looked up in slices of ``CHUNK`` for the same reason.
+request); long id lists are validated, length-checked and looked up in slices of ``CHUNK`` for the same reason.
 Clients send more in several requests (event numbers, ``seq``, make that safe).
 """
 
