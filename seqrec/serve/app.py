@@ -41,7 +41,7 @@ from pydantic_core import from_json
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from seqrec.serve.limits import CHUNK, Limits
+from seqrec.serve.limits import CHUNK, Limits, chunks
 from seqrec.serve.service import Event, Serving, ServingError
 from seqrec.serve.store import StoreError
 
@@ -222,9 +222,12 @@ def validate(model: type[Body], document: Any) -> Body:  # noqa: ANN401 (parsed 
         if max_length is not None and len(value) > max_length:
             raise InvalidBody(f"{name}: List should have at most {max_length:,} items, not {len(value):,}")
         values = list(getattr(head, name))
-        for start in range(CHUNK, len(value), CHUNK):
+        for index, part in enumerate(chunks(value)):
+            if index == 0:
+                continue  # validated with the model
+            start = index * CHUNK
             try:
-                values += adapter.validate_python(value[start:start + CHUNK])
+                values += adapter.validate_python(part)
             except ValidationError as error:
                 problems = error.errors(include_url=False, include_input=False)
                 for problem in problems:  # (index in the slice, ...) -> (name, index in the list, ...)
