@@ -20,107 +20,48 @@ finishes the requests in flight, then flushes and closes the store.
 Nothing a request sends can hold the event loop: a body is read up to ``max_body_bytes`` (refused as soon as it
 passes them), then parsed, validated, served and serialised in a request thread (the POST endpoints read their
 body themselves for that; FastAPI would parse it on the event loop). ``/health`` runs on the event loop itself,
-so it answers while every request thread is busy.
+so it answers while every request thread is busy. A body of ``screen_bytes`` or more is first checked in a
+process of its own (``seqrec.serve.screen``), so one the server would refuse never takes its GIL. The bodies and
+their parsing: ``seqrec.serve.bodies``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
-from pydantic_core import from_json
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from seqrec.serve.limits import CHUNK, Limits, chunks
-from seqrec.serve.service import Event, Serving, ServingError
+from seqrec.serve.bodies import (
+    BODIES,
+    ERROR_CHARACTERS,
+    Ack,
+    BatchEventsIn,
+    Body,
+    EventsIn,
+    ExcludeSeen,
+    ScoreIn,
+    TopKIn,
+    TopKOut,
+    one_line,
+    parse,
+)
+from seqrec.serve.errors import BodyTooLarge, ServingError
+from seqrec.serve.limits import Limits
+from seqrec.serve.screen import Screen
+from seqrec.serve.service import Event, Serving
 from seqrec.serve.store import StoreError
 
 log = logging.getLogger("seqrec.serve.app")
-Body = TypeVar("Body", bound=BaseModel)
-ERROR_CHARACTERS = 500  # an error line is cut here (the messages themselves show ids cut to 40 characters)
-RawId = int | str
-ExcludeSeen = Literal["all", "window", "none", "true", "false"] | bool
-
-
-class EventsIn(BaseModel):
-    """One event (``item``) or several of one user, oldest first (``items``)."""
-
-    item: RawId | None = Field(None, description="raw item id of one event")
-    items: list[RawId] | None = Field(None, description="raw item ids of several events, oldest first", min_length=1,
-                                      max_length=100_000)
-    timestamp: float | None = Field(None, description="time of the (newest) event, stored with the user")
-    seq: int | None = Field(None, ge=0, description="0-based number of this (the first) event in the user's history: "
-                                                    "a retry of an applied event is acknowledged, not applied twice")
-
-    @model_validator(mode="after")
-    def one_of(self) -> EventsIn:
-        """Exactly one of item and items."""
-        if (self.item is None) == (self.items is None):
-            raise ValueError("give exactly one of item and items")
-        return self
-
-
-class UserEvent(BaseModel):
-    """One event of a batch."""
-
-    user: str = Field(min_length=1, max_length=512)
-    item: RawId
-    timestamp: float | None = None
-    seq: int | None = Field(None, ge=0)
-
-
-class BatchEventsIn(BaseModel):
-    """Events of several users, applied in order, written in one transaction."""
-
-    events: list[UserEvent] = Field(min_length=1, max_length=100_000)
-
-
-class TopKIn(BaseModel):
-    """Recommendations for several users."""
-
-    users: list[str] = Field(min_length=1, max_length=10_000)
-    k: int = Field(10, ge=1, le=10_000)
-    exclude_seen: ExcludeSeen = "all"
-
-
-class ScoreIn(BaseModel):
-    """Items to score for one user."""
-
-    items: list[RawId] = Field(min_length=1, max_length=100_000)
-
-
-class Ack(BaseModel):
-    """An event's acknowledgement."""
-
-    user: str
-    events: int = Field(description="the user's event count after the request")
-    applied: bool = Field(description="False: this event was already applied (a retry)")
-
-
-class Recommendation(BaseModel):
-    """One recommended item."""
-
-    item: RawId
-    score: float
-    rank: int = Field(description="1 + the number of items scored strictly higher (ties share a rank)")
-    probability: float | None = Field(None, description="CTR models: sigmoid(score)")
-
-
-class TopKOut(BaseModel):
-    """One user's list."""
-
-    user: str
-    items: list[Recommendation]
 
 
 def _exclude(value: ExcludeSeen) -> str:
@@ -130,36 +71,6 @@ def _exclude(value: ExcludeSeen) -> str:
     if value is False or value == "false":
         return "none"
     return str(value)
-
-
-def json_problem(detail: str) -> str:
-    """``body: ...`` for a body that does not parse as JSON (too deeply nested, cut short, not JSON)."""
-    detail = " ".join(detail.split())
-    if "recursion limit" in detail:
-        return f"body: JSON nested too deeply ({detail}); a request is 3 levels deep"
-    return f"body: invalid JSON ({detail})"
-
-
-def one_line(problems: Sequence[dict[str, Any]]) -> str:
-    """The first validation problem as ``where: what`` (plus how many more)."""
-    if not problems:
-        return "invalid request"
-    first = problems[0]
-    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return " ".join(f"{where}: {first.get('msg', 'invalid')}{more}".split())[:ERROR_CHARACTERS]
-
-
-class BodyTooLarge(ServingError):
-    """A request body over ``max_body_bytes``."""
-
-    status = 413
-
-
-class InvalidBody(ServingError):
-    """A body that is not the endpoint's JSON (``one_line`` of its first problem)."""
-
-    status = 422
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -178,84 +89,26 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse(model: type[Body], body: bytes) -> Body:
-    """``body`` as ``model``, else ``InvalidBody``: parsed (pydantic-core's JSON parser, whose recursion limit bounds
-    the nesting), then validated (``validate``): separate calls, each holding the GIL for less than parsing and
-    validating in one does (JSON-mode validation of an ``int | str`` list is 2-3x slower)."""
-    try:
-        document = from_json(body, cache_strings=False)  # caching short strings costs more than it saves here
-    except ValueError as error:
-        raise InvalidBody(json_problem(str(error))[:ERROR_CHARACTERS]) from None
-    return validate(model, document)
-
-
-@functools.cache
-def list_field(model: type[BaseModel], name: str) -> tuple[TypeAdapter, int | None]:
-    """The validator of a list field's values, and the field's ``max_length`` (None: unbounded)."""
-    field = model.model_fields[name]
-    return TypeAdapter(field.annotation), next((m.max_length for m in field.metadata if hasattr(m, "max_length")), None)
-
-
-def validate(model: type[Body], document: Any) -> Body:  # noqa: ANN401 (parsed JSON)
-    """``document`` as ``model``, else ``InvalidBody`` naming the first problem.
-
-    A list field longer than ``CHUNK`` entries is validated in slices of ``CHUNK``, one C call each, as ids are
-    length-checked and looked up (``seqrec.serve.limits``): validating 21,844 ids in one call holds the GIL for
-    ~1.6 ms, and the event loop answering /health waits behind it; a slice holds it ~0.4 ms. The model itself is
-    validated with each long list cut to its first slice (the other fields, the list's type and ``min_length``), then
-    ``max_length`` is checked and the rest validated slice by slice; an error's place is the entry's index in the list.
-    """
-    long = {}
-    if isinstance(document, dict):
-        long = {name: value for name, value in document.items()
-                if isinstance(value, list) and len(value) > CHUNK and name in model.model_fields}
-    try:
-        head = model.model_validate({**document, **{name: value[:CHUNK] for name, value in long.items()}}
-                                    if long else document)
-    except ValidationError as error:
-        raise InvalidBody(one_line(error.errors(include_url=False, include_input=False))) from None
-    if not long:
-        return head
-    whole = {}
-    for name, value in long.items():
-        adapter, max_length = list_field(model, name)
-        if max_length is not None and len(value) > max_length:
-            raise InvalidBody(f"{name}: List should have at most {max_length:,} items, not {len(value):,}")
-        values = list(getattr(head, name))
-        for index, part in enumerate(chunks(value)):
-            if index == 0:
-                continue  # validated with the model
-            start = index * CHUNK
-            try:
-                values += adapter.validate_python(part)
-            except ValidationError as error:
-                problems = error.errors(include_url=False, include_input=False)
-                for problem in problems:  # (index in the slice, ...) -> (name, index in the list, ...)
-                    loc = problem.get("loc", ())
-                    problem["loc"] = (name, loc[0] + start, *loc[1:]) if loc and isinstance(loc[0], int) else (name, *loc)
-                raise InvalidBody(one_line(problems)) from None
-        whole[name] = values
-    return head.model_copy(update=whole)
-
-
 def request_body(model: type[BaseModel]) -> dict[str, Any]:
     """The OpenAPI ``requestBody`` of an endpoint that reads its body itself (the schema is in the components)."""
     return {"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
 
 
-BODIES: tuple[type[BaseModel], ...] = (EventsIn, BatchEventsIn, TopKIn, ScoreIn)
-
-
 def create_app(serving: Serving, close_on_shutdown: bool = True, request_threads: int | None = None,
-               max_body_bytes: int | None = None, max_id_length: int | None = None) -> FastAPI:
+               max_body_bytes: int | None = None, max_id_length: int | None = None,
+               screen_bytes: int | None = None) -> FastAPI:
     """The FastAPI app over a ``Serving``; the store is flushed and closed when the app shuts down.
 
     request_threads: requests served at once (each runs in anyio's thread pool; default 40). max_body_bytes and
     max_id_length: the request bounds (``seqrec.serve.limits``; default 256 KiB and ``serving.max_id_length``).
+    screen_bytes: bodies of at least this many bytes are screened in a process of their own first
+    (``seqrec.serve.screen``; default 64 KiB, 0: none).
     """
-    limits = Limits(max_body_bytes or Limits.max_body_bytes, max_id_length or serving.max_id_length)
+    limits = Limits(max_body_bytes or Limits.max_body_bytes, max_id_length or serving.max_id_length,
+                    Limits.screen_bytes if screen_bytes is None else screen_bytes)
     serving.max_id_length = limits.max_id_length
+    screen = Screen(serving.catalogue, limits.max_id_length, limits.screen_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -263,7 +116,9 @@ def create_app(serving: Serving, close_on_shutdown: bool = True, request_threads
             import anyio.to_thread
 
             anyio.to_thread.current_default_thread_limiter().total_tokens = request_threads
+        await screen.start()
         yield
+        screen.close()
         if close_on_shutdown:
             log.info("shutting down: flushing the store %s", serving.store.location)
             serving.close()
@@ -290,9 +145,12 @@ def create_app(serving: Serving, close_on_shutdown: bool = True, request_threads
         return JSONResponse({"error": str(error.detail)[:ERROR_CHARACTERS]}, status_code=error.status_code,
                             headers=getattr(error, "headers", None))
 
-    async def answer(request: Request, model: type[Body], work: Callable[[Body], Any]) -> JSONResponse:
-        """Read the bounded body; parse it, do the work and serialise the answer in a request thread."""
+    async def answer(request: Request, model: type[Body], work: Callable[[Body], Any], user: str | None = None
+                     ) -> JSONResponse:
+        """Read the bounded body; screen it if large (``seqrec.serve.screen``); parse it, do the work and serialise
+        the answer in a request thread."""
         body = await read_body(request, limits.max_body_bytes)
+        await screen.check(model.__name__, body, user)
         return await run_in_threadpool(lambda: JSONResponse(work(parse(model, body))))
 
     @app.get("/health")
@@ -318,7 +176,7 @@ def create_app(serving: Serving, close_on_shutdown: bool = True, request_threads
                             None if body.seq is None else body.seq + i) for i, item in enumerate(items)]
             return [asdict(a) for a in serving.update(events)]
 
-        return await answer(request, EventsIn, work)
+        return await answer(request, EventsIn, work, user)
 
     @app.post("/v1/events", response_model=list[Ack], openapi_extra=request_body(BatchEventsIn))
     async def post_batch(request: Request) -> JSONResponse:
@@ -376,4 +234,5 @@ def create_app(serving: Serving, close_on_shutdown: bool = True, request_threads
     app.openapi = openapi  # type: ignore[method-assign]
     app.state.serving = serving
     app.state.limits = limits
+    app.state.screen = screen
     return app

@@ -13,7 +13,8 @@ Loads a trained run (``seqrec.load_run``: its config, data ids and best checkpoi
 - ``--reset_store`` discards the stored states (the store must match the model: a store written for another
   checkpoint or compression is refused with a one-line error, as is a corrupt file);
 - ``--max_body_bytes`` (default 256 KiB) and ``--max_id_length`` (default 512 characters) bound what one request
-  may send (``seqrec.serve.limits``): a larger body is a 413, a longer id a 422, both before any lookup.
+  may send (``seqrec.serve.limits``): a larger body is a 413, a longer id a 422, both before any lookup;
+  ``--screen_bytes`` (default 64 KiB) bodies are checked in a process of their own first (``seqrec.serve.screen``).
 
 SIGINT/SIGTERM finish the requests in flight, then flush and close the store (uvicorn then re-raises the signal, so
 the exit status is the signal's). A bad run, store or option is one line ``error: ...``, exit 2 (``SEQREC_DEBUG=1``
@@ -31,7 +32,7 @@ from typing import Any, Literal
 from seqrec.cli import command_parser
 from seqrec.cli import main as cli_main
 from seqrec.errors import one_line
-from seqrec.serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ID_LENGTH, Limits
+from seqrec.serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ID_LENGTH, DEFAULT_SCREEN_BYTES, Limits
 from seqrec.serve.store import StoreError, open_store
 
 log = logging.getLogger("seqrec.serve")
@@ -57,6 +58,7 @@ def command(
     request_threads: int | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_id_length: int = DEFAULT_MAX_ID_LENGTH,
+    screen_bytes: int = DEFAULT_SCREEN_BYTES,
     log_level: str = "info",
 ) -> None:
     """Serve a trained run over HTTP (OpenAPI docs at /docs), one durable state per user, until SIGINT/SIGTERM.
@@ -83,13 +85,15 @@ def command(
         request_threads: requests served at once (default: anyio's 40)
         max_body_bytes: largest request body (256 KiB); larger is HTTP 413
         max_id_length: longest user or item id in characters; longer is HTTP 422
+        screen_bytes: bodies this large or larger are checked in a process of their own first, so one the server
+            refuses never takes its GIL (64 KiB; 0: none)
         log_level: uvicorn's log level (debug, info, warning, error)
     """
     args = SimpleNamespace(
         run=run, host=host, port=port, ckpt_path=ckpt_path, store=store, sync=sync, redis=redis,
         redis_prefix=redis_prefix, cache_size=cache_size, compress=compress, budget=budget, reset_store=reset_store,
         no_check=no_check, device=device, threads=threads, request_threads=request_threads,
-        max_body_bytes=max_body_bytes, max_id_length=max_id_length, log_level=log_level,
+        max_body_bytes=max_body_bytes, max_id_length=max_id_length, screen_bytes=screen_bytes, log_level=log_level,
     )
     serve(args)
 
@@ -124,7 +128,7 @@ def build_serving(args: Any):  # noqa: ANN201 (Serving; imported lazily)
     import seqrec
     from seqrec.serve.service import Serving
 
-    Limits(args.max_body_bytes, args.max_id_length)  # bad bounds fail before the run is loaded
+    Limits(args.max_body_bytes, args.max_id_length, args.screen_bytes)  # bad bounds fail before the run is loaded
     run = seqrec.load_run(args.run, checkpoint=args.ckpt_path, device=args.device, threads=args.threads)
     store_path = None
     if not args.redis:
@@ -160,7 +164,7 @@ def serve(args: Any) -> None:  # noqa: ANN401 (command's options, by name)
     # a request thread running Python hands the GIL to the event loop (/health, reading bodies) within 1 ms, not 5
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     app = create_app(serving, request_threads=args.request_threads, max_body_bytes=args.max_body_bytes,
-                     max_id_length=args.max_id_length)
+                     max_id_length=args.max_id_length, screen_bytes=args.screen_bytes)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level.lower(),
                             timeout_graceful_shutdown=30, access_log=False)
     uvicorn.Server(config).run()

@@ -8,10 +8,12 @@ A request is parsed and answered in bounded time and memory whatever a client se
   refused (HTTP 422) before any lookup: the catalogue is a hash map (``seqrec.data.item_map.ItemMap``), so a
   lookup costs O(key length), never the catalogue's size times it;
 - JSON nested past the parser's recursion limit is a 422 (the request bodies are 3 levels deep);
-- an error message shows at most ``SHOWN_CHARACTERS`` of an id the client sent, and its length (``shown``).
+- an error message shows at most ``SHOWN_CHARACTERS`` of an id the client sent, and its length (``shown``);
+- a body of ``screen_bytes`` or more (default 64 KiB, ``serve --screen_bytes``) is parsed and checked in a process of
+  its own first (``seqrec.serve.screen``): one the server would refuse never takes its GIL.
 
-The body size bounds the work and the memory of one request, and so how long it holds the GIL in one piece (a
-request thread's C calls, parsing above all, are not interrupted for the event loop that answers ``/health``):
+The body size bounds the work and the memory of one request, and so how long a body the server serves holds its
+GIL in one piece (a request thread's C calls, parsing above all, are not interrupted for the event loop that answers ``/health``):
 the worst body, short ids, costs ~6.5 ms to parse and ~10 MB of peak RSS per MiB (``python -m benchmarks.serve``
 part 3), so the default is 256 KiB (~21,000 ids of 8 characters: a history of ~20,000 events in one
 request); long id lists are validated, length-checked and looked up in slices of ``CHUNK`` for the same reason.
@@ -24,8 +26,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 DEFAULT_MAX_BODY_BYTES = 256 << 10
 DEFAULT_MAX_ID_LENGTH = 512
+DEFAULT_SCREEN_BYTES = 64 << 10  # bodies screened in a process of their own (``seqrec.serve.screen``)
 SHOWN_CHARACTERS = 40
 CHUNK = 4096  # ids handled per C call (``chunks``)
 
@@ -36,11 +41,14 @@ class Limits:
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_id_length: int = DEFAULT_MAX_ID_LENGTH
+    screen_bytes: int = DEFAULT_SCREEN_BYTES
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1 or self.max_id_length < 1:
             raise ValueError(f"--max_body_bytes and --max_id_length must be >= 1, got {self.max_body_bytes} and "
                              f"{self.max_id_length}")
+        if self.screen_bytes < 0:
+            raise ValueError(f"--screen_bytes must be >= 0 (0: no screening), got {self.screen_bytes}")
 
 
 def shown(value: Any, limit: int = SHOWN_CHARACTERS) -> str:
@@ -79,3 +87,9 @@ def too_long(ids: Sequence[Any], what: str, limit: int) -> str | None:
         if length > limit:
             return f"{what}: {length:,} characters, more than the {limit:,} an id may have (serve --max_id_length)"
     return None
+
+
+def unknown_item(raw: Sequence[Any], rows: np.ndarray, size: int) -> str:
+    """The refusal of the first of ``raw`` whose catalogue row (``rows``) is 0: the id cut by ``shown``."""
+    bad = raw[int(np.flatnonzero(rows == 0)[0])]
+    return f"unknown item {shown(bad)}: not in this model's catalogue of {size:,} items"

@@ -39,7 +39,8 @@ import torch
 from torch import Tensor
 
 from seqrec.data.item_map import ItemMap
-from seqrec.serve.limits import DEFAULT_MAX_ID_LENGTH, shown, too_long
+from seqrec.serve.errors import Contended, IdTooLong, NoEvents, SequenceGap, ServingError, UnknownItem
+from seqrec.serve.limits import DEFAULT_MAX_ID_LENGTH, shown, too_long, unknown_item
 from seqrec.serve.state import (
     RecurrentAdapter,
     StateAdapter,
@@ -60,42 +61,6 @@ log = logging.getLogger("seqrec.serve")
 Exclude = Literal["all", "window", "none"]
 LOCK_STRIPES = 1024
 CAS_RETRIES = 5
-
-
-class ServingError(Exception):
-    """An error a client caused; ``status`` is the HTTP status the app answers with."""
-
-    status = 400
-
-
-class UnknownItem(ServingError):
-    """An item the catalogue does not have."""
-
-    status = 404
-
-
-class NoEvents(ServingError):
-    """Recommendations asked for a user without events."""
-
-    status = 404
-
-
-class SequenceGap(ServingError):
-    """An event numbered past the user's next event (``seq`` > events)."""
-
-    status = 409
-
-
-class IdTooLong(ServingError):
-    """A user or item id longer than the server's ``max_id_length`` (refused before any lookup)."""
-
-    status = 422
-
-
-class Contended(ServingError):
-    """The compare-and-set lost CAS_RETRIES times in a row (a user hammered by several workers)."""
-
-    status = 503
 
 
 @dataclass
@@ -294,8 +259,7 @@ class Serving:
         self.check_length(raw, "item")
         ids = self.catalogue.rows(raw)
         if (ids == 0).any():
-            bad = raw[int(np.flatnonzero(ids == 0)[0])]
-            raise UnknownItem(f"unknown item {shown(bad)}: not in this model's catalogue of {self.catalogue.size:,} items")
+            raise UnknownItem(unknown_item(raw, ids, self.catalogue.size))
         return ids
 
     # --- update ----------------------------------------------------------------------------------------

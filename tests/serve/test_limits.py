@@ -166,15 +166,16 @@ def test_a_long_list_is_validated_in_slices_to_the_same_model_and_the_same_first
     call gives, and a bad entry anywhere is named by its index in the whole list, not in its slice."""
     import json
 
-    from seqrec.serve import app
+    from seqrec.serve import bodies
+    from seqrec.serve.errors import InvalidBody
     from seqrec.serve.limits import CHUNK
 
-    cls = getattr(app, model)
+    cls = getattr(bodies, model)
     values = [make(i) for i in range(2 * CHUNK + 123)]
-    assert app.parse(cls, json.dumps({key: values}).encode()) == cls.model_validate({key: values})
+    assert bodies.parse(cls, json.dumps({key: values}).encode()) == cls.model_validate({key: values})
     bad = CHUNK + 77  # in the second slice
     broken = [*values[:bad], [1] if key == "items" else {"user": "", "item": 1}, *values[bad + 1:]]
-    with pytest.raises(app.InvalidBody, match=rf"^{key}\.{bad}\."):
-        app.parse(cls, json.dumps({key: broken}).encode())
-    with pytest.raises(app.InvalidBody, match=rf"^{key}: List should have at most 100,000 items, not 100,001$"):
-        app.validate(cls, {key: [values[0]] * 100_001})
+    with pytest.raises(InvalidBody, match=rf"^{key}\.{bad}\."):
+        bodies.parse(cls, json.dumps({key: broken}).encode())
+    with pytest.raises(InvalidBody, match=rf"^{key}: List should have at most 100,000 items, not 100,001$"):
+        bodies.validate(cls, {key: [values[0]] * 100_001})
