@@ -20,7 +20,8 @@ Two parts, each figure printed with the command behind it:
    LRURec's event latency at L=1,000 <= 1.2x at L=50.
 3. **Hostile requests** (``benchmarks.serve_limits``): a server on the first served model with its default limits;
    ``/health`` latency while a request of the largest accepted size is in flight (goal: p99 within 2x the idle
-   p99) and the peak RSS that request adds (goal: under 10 MB), for ``--hostile-seconds`` per request shape.
+   p99) and the peak RSS that request adds (goal: under 10 MB), for ``--hostile-seconds`` per request shape; and
+   a control row, /health beside a CPU-bound process and no request, for what the machine alone does.
 
 The models are short fits on real ML-1M (``--epochs``, default 1) trained into ``--runs-dir`` when not there.
 Smoke run (seconds to minutes): ``--events 50 --seconds 20 --sweep-events 10``; the full measurement is the
@@ -50,6 +51,7 @@ import numpy as np
 
 from benchmarks.serve_limits import (
     HostileResult,
+    measure_control,
     measure_shape,
     percentile_ms,
     proc_status_bytes,
@@ -369,6 +371,12 @@ def hostile_requests(run_dir: Path, args: argparse.Namespace, work: Path) -> lis
             log.info("hostile: %s", out[-1])
         finally:
             server.stop()
+    server = Server(run_dir, work / "state-hostile.sqlite", limits, args.server_threads, args.sync).start()
+    try:
+        out.append(measure_control(server.url, args.hostile_seconds))
+        log.info("hostile: %s", out[-1])
+    finally:
+        server.stop()
     return out
 
 

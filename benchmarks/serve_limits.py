@@ -11,12 +11,18 @@ probe's request (one 1 Mi-character id, refused unread):
   moved by 2x between identical back-to-back runs when idle was measured first and the flood after. The /health
   client is ``http.client`` on one keep-alive connection (a lighter instrument than httpx: less of the measured time
   is the client's own). Goal: p99 within 2x the idle p99.
-- **peak RSS added by one such request**: the server's peak resident set is reset (``/proc/PID/clear_refs``, 5)
-  before a request and read (``VmHWM``) after it: the peak minus the resident set before; for the first request of
+- **peak RSS added by one such request**: the peak resident sets of the server and its screening process
+  (``seqrec.serve.screen``) are reset (``/proc/PID/clear_refs``, 5) before a request and read (``VmHWM``) after it:
+  each peak minus its resident set before, summed; for the first request of
   the shape on a fresh server (heap pages a request frees stay resident and serve the next ones, so later requests
   add less) and the largest of 1 + ``RSS_TRIALS``. Goal: under 10 MB.
 
 Each shape gets a fresh server (``measure_shape``); the flood runs in a process of its own.
+
+- **the control** (``measure_control``): the same windows, but the in-flight ones run ``spin``, a process of the
+  benchmark's own busy on the CPU, and send the server nothing. Its p99 ratio is what CPU contention alone does to
+  /health on this machine: on 2 cores the flood's client, the server's request thread and the /health client take
+  turns on them whatever the server does. A hostile row near the control's ratio is the machine, not the server.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ class HostileResult:
     request: str
     body_bytes: int
     ids: int
-    status: int
+    status: int | None  # None: the control (no request)
     request_p50_ms: float
     health_idle_p50_ms: float
     health_idle_p99_ms: float
@@ -114,16 +120,35 @@ def proc_status_bytes(pid: int, key: str) -> int | None:
     return None
 
 
+def family(pid: int) -> list[int]:
+    """``pid`` and its descendants (the server and its screening process, ``seqrec.serve.screen``)."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo += [int(child) for child in task.read_text().split()]
+            except OSError:
+                pass
+    return out
+
+
 def peak_rss_added(pid: int, send: Callable[[], object]) -> int | None:
-    """Bytes the process's peak resident set rose above its resident set during ``send()`` (None without /proc)."""
+    """Bytes the peak resident sets of the process and its descendants rose above their resident sets during
+    ``send()``, summed (None without /proc): the server and its screening process."""
+    pids = family(pid)
     try:
-        Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := VmRSS (Linux >= 4.0)
+        for each in pids:
+            Path(f"/proc/{each}/clear_refs").write_text("5")  # VmHWM := VmRSS (Linux >= 4.0)
     except OSError:
         return None
-    before = proc_status_bytes(pid, "VmRSS")
+    before = [proc_status_bytes(each, "VmRSS") for each in pids]
     send()
-    peak = proc_status_bytes(pid, "VmHWM")
-    return None if before is None or peak is None else max(peak - before, 0)
+    peak = [proc_status_bytes(each, "VmHWM") for each in pids]
+    if any(value is None for value in before + peak):
+        return None
+    return sum(max(p - b, 0) for p, b in zip(peak, before))  # type: ignore[operator]
 
 
 def flood(url: str, body: bytes, go: Any, paused: Any, stop: Any, took: Any) -> None:
@@ -149,12 +174,62 @@ def flood(url: str, body: bytes, go: Any, paused: Any, stop: Any, took: Any) -> 
     paused.set()
 
 
-def measure_shape(url: str, pid: int, label: str, body: bytes, ids: int, seconds: float) -> HostileResult:
-    """One request shape against a fresh server (module docstring): the first request's peak RSS added, then the
-    largest of ``RSS_TRIALS`` more, then /health idle and with the request in flight."""
+def spin(go: Any, paused: Any, stop: Any, took: Any) -> None:
+    """The control's load (module docstring): busy on the CPU while ``go`` is set, sending nothing; the same
+    events and queue as ``flood`` (one entry into ``took`` as each busy window starts)."""
+    while not stop.is_set():
+        if not go.is_set():
+            paused.set()
+            go.wait(0.05)
+            continue
+        paused.clear()
+        took.put(0.0)
+        while go.is_set() and not stop.is_set():
+            deadline = time.perf_counter() + 0.01
+            while time.perf_counter() < deadline:
+                pass
+    paused.set()
+
+
+def health_windows(url: str, seconds: float, load: Callable[..., None], args: tuple = ()
+                   ) -> tuple[list[float], list[float], list[float]]:
+    """/health seconds idle and under ``load`` (``flood`` or ``spin``, in a process of its own), in alternating
+    windows (module docstring); and the seconds of each of the load's requests."""
     import multiprocessing
     import queue
 
+    context = multiprocessing.get_context("spawn")
+    go, paused, stop, took = context.Event(), context.Event(), context.Event(), context.Queue()
+    sender = context.Process(target=load, args=(*args, go, paused, stop, took), daemon=True)
+    sender.start()
+    idle: list[float] = []
+    during: list[float] = []
+    times: list[float] = []
+    try:
+        for _ in range(max(1, round(seconds / WINDOW_S))):
+            go.clear()
+            if not paused.wait(120):
+                raise RuntimeError("the loading process did not pause within 120 s")
+            time.sleep(SETTLE_S)
+            idle += health_times(url, WINDOW_S)
+            go.set()
+            times.append(took.get(timeout=120))  # its first request of the window was answered: the load runs
+            during += health_times(url, WINDOW_S)
+    finally:
+        stop.set()
+        go.set()
+        while sender.is_alive():
+            try:
+                times.append(took.get(timeout=0.1))
+            except queue.Empty:
+                pass
+        sender.join()
+    return idle, during, times
+
+
+def measure_shape(url: str, pid: int, label: str, body: bytes, ids: int, seconds: float) -> HostileResult:
+    """One request shape against a fresh server (module docstring): the first request's peak RSS added, then the
+    largest of ``RSS_TRIALS`` more, then /health idle and with the request in flight."""
     import httpx
 
     headers = {"content-type": "application/json"}
@@ -166,36 +241,22 @@ def measure_shape(url: str, pid: int, label: str, body: bytes, ids: int, seconds
         status = 0
         http.get("/health").raise_for_status()
         added = [a for a in (peak_rss_added(pid, post) for _ in range(1 + RSS_TRIALS)) if a is not None]
-    context = multiprocessing.get_context("spawn")
-    go, paused, stop, took = context.Event(), context.Event(), context.Event(), context.Queue()
-    sender = context.Process(target=flood, args=(url, body, go, paused, stop, took), daemon=True)
-    sender.start()
-    idle: list[float] = []
-    during: list[float] = []
-    times: list[float] = []
-    try:
-        for _ in range(max(1, round(seconds / WINDOW_S))):  # idle and in-flight windows alternate (module docstring)
-            go.clear()
-            if not paused.wait(120):
-                raise RuntimeError("the flooding client did not pause within 120 s")
-            time.sleep(SETTLE_S)
-            idle += health_times(url, WINDOW_S)
-            go.set()
-            times.append(took.get(timeout=120))  # its first request of the window was answered: the flood runs
-            during += health_times(url, WINDOW_S)
-    finally:
-        stop.set()
-        go.set()
-        while sender.is_alive():
-            try:
-                times.append(took.get(timeout=0.1))
-            except queue.Empty:
-                pass
-        sender.join()
+    idle, during, times = health_windows(url, seconds, flood, (url, body))
     idle_p99, during_p99 = percentile_ms(idle, 99), percentile_ms(during, 99)
     return HostileResult(label, len(body), ids, status, percentile_ms(times, 50), percentile_ms(idle, 50), idle_p99,
                          percentile_ms(during, 50), during_p99, during_p99 / idle_p99,
                          added[0] / 2**20 if added else None, max(added) / 2**20 if added else None)
+
+
+CONTROL = "control: no request, one CPU-bound process of the benchmark's own"
+
+
+def measure_control(url: str, seconds: float) -> HostileResult:
+    """The control row (module docstring): /health idle and beside ``spin``, on a server that is sent nothing."""
+    idle, during, _ = health_windows(url, seconds, spin)
+    idle_p99, during_p99 = percentile_ms(idle, 99), percentile_ms(during, 99)
+    return HostileResult(CONTROL, 0, 0, None, float("nan"), percentile_ms(idle, 50), idle_p99,
+                         percentile_ms(during, 50), during_p99, during_p99 / idle_p99, None, None)
 
 
 def report_lines(results: list[HostileResult], command: str, load: str, max_body_bytes: int, max_id_length: int
@@ -211,24 +272,31 @@ def report_lines(results: list[HostileResult], command: str, load: str, max_body
              f"{GAP_S * 1e3:.0f} ms (`http.client`, one keep-alive connection); `idle` is `/health` asked the same way with "
              f"nothing else in flight, in windows of {WINDOW_S:g} s alternating with the flood's (each starting {SETTLE_S * 1e3:.0f} ms after "
              "the flood's last request was answered). The "
-             "ids are unknown to the catalogue: the server reads, parses, length-checks and looks up every one before "
-             "its 404. `peak RSS added` is the server's peak resident set during one request minus its resident set "
-             f"before (`/proc/PID/clear_refs`): the first request of the shape on a fresh server, and the largest of "
+             "ids are unknown to the catalogue: the server reads the body, and its screening process (`seqrec.serve.screen`, "
+             "bodies of `--screen_bytes`, 64 KiB, or more) parses, length-checks and looks up every id before the 404. "
+             "`peak RSS added` is the peak resident set of the server and its screening process during one request minus "
+             f"their resident sets before (`/proc/PID/clear_refs`), summed: the first request of the shape on a fresh server, and the largest of "
              f"{1 + RSS_TRIALS}. Each shape has a fresh server; the flood runs in a process of its own.", "",
              f"Command: `{command}` (part 3); load average at the start: {load}", "",
              "| request | body bytes | ids | status | request p50 ms | /health idle p50 / p99 ms | /health during "
              "p50 / p99 ms | p99 during / idle | peak RSS added MB, first / largest |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
-        lines.append(f"| {r.request} | {r.body_bytes:,} | {r.ids:,} | {r.status} | {cell(r.request_p50_ms)} | "
+        lines.append(f"| {r.request} | {r.body_bytes:,} | {r.ids:,} | {r.status or '–'} | {cell(r.request_p50_ms)} | "
                      f"{cell(r.health_idle_p50_ms)} / {cell(r.health_idle_p99_ms)} | {cell(r.health_p50_ms)} / "
                      f"{cell(r.health_p99_ms)} | {cell(r.health_ratio)}x | {cell(r.first_rss_added_mb)} / "
                      f"{cell(r.peak_rss_added_mb)} |")
-    worst_ratio = max((r.health_ratio for r in results), default=float("nan"))
+    hostile = [r for r in results if r.status is not None]
+    control = next((r for r in results if r.status is None), None)
+    worst_ratio = max((r.health_ratio for r in hostile), default=float("nan"))
     rss = [r.peak_rss_added_mb for r in results if r.peak_rss_added_mb is not None]
     lines += ["", f"**Goal (/health p99 within {HEALTH_GOAL:g}x its idle p99 while the largest request is in flight): "
               f"{'met' if worst_ratio <= HEALTH_GOAL else 'NOT met'}** (worst {cell(worst_ratio)}x). "
               f"**Goal (peak RSS added by the largest request under {RSS_GOAL_MB:g} MB): "
               f"{'met' if rss and max(rss) < RSS_GOAL_MB else 'NOT met' if rss else 'not measured (no /proc)'}** "
               f"(largest {cell(max(rss) if rss else None)} MB).", ""]
+    if control is not None:
+        lines[-1:-1] = ["", f"The control row sends the server nothing: its {cell(control.health_ratio)}x is what a busy CPU alone "
+                        "does to /health on this machine (the goal is judged on the other rows; a row near the control's "
+                        "ratio is the machine's, not the server's)."]
     return lines

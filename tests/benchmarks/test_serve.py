@@ -56,8 +56,9 @@ def test_bench_serve_smoke(tmp_path, serve_runs):
     assert kv[20] > kv[5]  # the KV cache grows with the history; LRURec's state does not
     assert len({r["state_bytes"] for r in sweep if r["adapter"] == "recurrent"}) == 1
     hostile = figures["hostile"]  # part 3: the largest bodies the server accepts, and the probe's 1 Mi-character id
-    assert [h["status"] for h in hostile] == [404, 404, 413]
+    assert [h["status"] for h in hostile] == [404, 404, 413, None]  # None: the control, which sends no request
+    assert hostile[3]["body_bytes"] == 0 and hostile[3]["peak_rss_added_mb"] is None
     assert all(h["body_bytes"] <= 256 * 1024 for h in hostile[:2]) and hostile[1]["ids"] > 20_000
     assert all(h["health_idle_p99_ms"] > 0 and h["health_p99_ms"] > 0 for h in hostile)
     assert all(h["peak_rss_added_mb"] is None or h["peak_rss_added_mb"] >= 0 for h in hostile)
-    assert "## Hostile requests" in text and "Goal (/health p99 within 2x" in text
+    assert "## Hostile requests" in text and "Goal (/health p99 within 2x" in text and "The control row" in text
