@@ -151,9 +151,24 @@ def peak_rss_added(pid: int, send: Callable[[], object]) -> int | None:
     return sum(max(p - b, 0) for p, b in zip(peak, before))  # type: ignore[operator]
 
 
+def windows(go: Any, paused: Any, stop: Any, step: Callable[[bool], None]) -> None:
+    """The loads' loop: ``step(first)`` again and again while ``go`` is set (``first``: the window's first step),
+    until ``stop`` is set; ``paused`` is set while no step is under way."""
+    first = True
+    while not stop.is_set():
+        if not go.is_set():
+            paused.set()
+            first = True
+            go.wait(0.05)
+            continue
+        paused.clear()
+        step(first)
+        first = False
+    paused.set()
+
+
 def flood(url: str, body: bytes, go: Any, paused: Any, stop: Any, took: Any) -> None:
-    """Send ``body`` back to back while ``go`` is set, until ``stop`` is set; each request's seconds into the ``took``
-    queue; ``paused`` is set while no request of it is in flight.
+    """Send ``body`` back to back in the windows (``windows``); each request's seconds into the ``took`` queue.
 
     Runs in a process of its own (``measure_shape``): in the process that times ``/health`` its GIL would delay
     those requests and the figure would be the client's, not the server's.
@@ -162,33 +177,26 @@ def flood(url: str, body: bytes, go: Any, paused: Any, stop: Any, took: Any) -> 
 
     headers = {"content-type": "application/json"}
     with httpx.Client(base_url=url, timeout=120.0) as http:
-        while not stop.is_set():
-            if not go.is_set():
-                paused.set()
-                go.wait(0.05)
-                continue
-            paused.clear()
+        def post(first: bool) -> None:
             start = time.perf_counter()
             http.post("/v1/users/hostile/events", content=body, headers=headers)
             took.put(time.perf_counter() - start)
-    paused.set()
+
+        windows(go, paused, stop, post)
 
 
 def spin(go: Any, paused: Any, stop: Any, took: Any) -> None:
-    """The control's load (module docstring): busy on the CPU while ``go`` is set, sending nothing; the same
-    events and queue as ``flood`` (one entry into ``took`` as each busy window starts)."""
-    while not stop.is_set():
-        if not go.is_set():
-            paused.set()
-            go.wait(0.05)
-            continue
-        paused.clear()
-        took.put(0.0)
-        while go.is_set() and not stop.is_set():
-            deadline = time.perf_counter() + 0.01
-            while time.perf_counter() < deadline:
-                pass
-    paused.set()
+    """The control's load (module docstring): busy on the CPU in the windows, sending nothing; one entry into
+    ``took`` as each window starts, as ``flood`` puts one per request."""
+
+    def busy(first: bool) -> None:
+        if first:
+            took.put(0.0)
+        deadline = time.perf_counter() + 0.01
+        while time.perf_counter() < deadline:
+            pass
+
+    windows(go, paused, stop, busy)
 
 
 def health_windows(url: str, seconds: float, load: Callable[..., None], args: tuple = ()
