@@ -24,9 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from seqrec.serve.errors import IdTooLong, UnknownItem
+
+if TYPE_CHECKING:
+    from seqrec.data.item_map import ItemMap
 
 DEFAULT_MAX_BODY_BYTES = 256 << 10
 DEFAULT_MAX_ID_LENGTH = 512
@@ -89,7 +94,20 @@ def too_long(ids: Sequence[Any], what: str, limit: int) -> str | None:
     return None
 
 
-def unknown_item(raw: Sequence[Any], rows: np.ndarray, size: int) -> str:
-    """The refusal of the first of ``raw`` whose catalogue row (``rows``) is 0: the id cut by ``shown``."""
-    bad = raw[int(np.flatnonzero(rows == 0)[0])]
-    return f"unknown item {shown(bad)}: not in this model's catalogue of {size:,} items"
+
+def check_length(ids: Sequence[Any], what: str, limit: int) -> None:
+    """``IdTooLong`` for the first of ``ids`` longer than ``limit`` (before anything looks it up)."""
+    problem = too_long(ids, what, limit)
+    if problem is not None:
+        raise IdTooLong(problem)
+
+
+def item_rows(catalogue: ItemMap, raw: Sequence[Any], limit: int) -> np.ndarray:
+    """(n,) catalogue rows of raw items: ``IdTooLong`` before any lookup, ``UnknownItem`` naming the first the
+    catalogue lacks. The one check of items, in the server (``Serving.item_ids``) and its screening process."""
+    check_length(raw, "item", limit)
+    rows = catalogue.rows(raw)
+    if (rows == 0).any():
+        bad = raw[int(np.flatnonzero(rows == 0)[0])]
+        raise UnknownItem(f"unknown item {shown(bad)}: not in this model's catalogue of {catalogue.size:,} items")
+    return rows

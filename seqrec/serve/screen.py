@@ -28,14 +28,13 @@ import multiprocessing
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
 
 import numpy as np
 
 from seqrec.data.item_map import ItemMap
 from seqrec.serve.bodies import BODIES, BatchEventsIn, EventsIn, ScoreIn, parse
-from seqrec.serve.errors import IdTooLong, ServingError, UnknownItem
-from seqrec.serve.limits import too_long, unknown_item
+from seqrec.serve.errors import ServingError
+from seqrec.serve.limits import check_length, item_rows
 
 log = logging.getLogger("seqrec.serve.screen")
 MODELS = {model.__name__: model for model in BODIES}  # the endpoints' bodies by name (a picklable key)
@@ -51,12 +50,6 @@ def _start(item_ids: list[str], max_id_length: int) -> None:
     _max_id_length = max_id_length
 
 
-def _check_length(ids: list[Any], what: str) -> None:
-    problem = too_long(ids, what, _max_id_length)
-    if problem is not None:
-        raise IdTooLong(problem)
-
-
 def verdict(kind: str, body: bytes, user: str | None) -> tuple[int, str] | None:
     """(HTTP status, message) of the refusal the server would give ``body`` at endpoint ``kind`` (the body's model
     name; ``user``: the path's user, for ``EventsIn``), or None where it would serve it. Runs in the screening
@@ -66,19 +59,16 @@ def verdict(kind: str, body: bytes, user: str | None) -> tuple[int, str] | None:
     try:
         document = parse(MODELS[kind], body)
         if isinstance(document, EventsIn):
-            _check_length([user], "user")
+            check_length([user], "user", _max_id_length)
             items = [document.item] if document.items is None else document.items
         elif isinstance(document, BatchEventsIn):
-            _check_length(list(dict.fromkeys(e.user for e in document.events)), "user")
+            check_length(list(dict.fromkeys(e.user for e in document.events)), "user", _max_id_length)
             items = [e.item for e in document.events]
         elif isinstance(document, ScoreIn):
             items = document.items
         else:
             return None
-        _check_length(items, "item")
-        rows = _catalogue.rows(items)
-        if (rows == 0).any():
-            raise UnknownItem(unknown_item(items, rows, _catalogue.size))
+        item_rows(_catalogue, items, _max_id_length)
     except ServingError as error:
         return error.status, str(error)
     return None
@@ -96,7 +86,7 @@ class Screen:
     """The server's side of the screening process (module docstring)."""
 
     def __init__(self, catalogue: ItemMap, max_id_length: int, screen_bytes: int) -> None:
-        self.item_ids = list(catalogue.index)  # rows 1..N in order
+        self.catalogue = catalogue
         self.max_id_length = max_id_length
         self.screen_bytes = screen_bytes
         self._pool: ProcessPoolExecutor | None = None
@@ -108,7 +98,7 @@ class Screen:
         with self._lock:
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                                 initializer=_start, initargs=(self.item_ids, self.max_id_length))
+                                                 initializer=_start, initargs=(list(self.catalogue.index), self.max_id_length))
             return self._pool
 
     async def start(self) -> None:

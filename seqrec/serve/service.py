@@ -39,8 +39,8 @@ import torch
 from torch import Tensor
 
 from seqrec.data.item_map import ItemMap
-from seqrec.serve.errors import Contended, IdTooLong, NoEvents, SequenceGap, ServingError, UnknownItem
-from seqrec.serve.limits import DEFAULT_MAX_ID_LENGTH, shown, too_long, unknown_item
+from seqrec.serve.errors import Contended, NoEvents, SequenceGap, ServingError
+from seqrec.serve.limits import DEFAULT_MAX_ID_LENGTH, check_length, item_rows, shown
 from seqrec.serve.state import (
     RecurrentAdapter,
     StateAdapter,
@@ -250,17 +250,11 @@ class Serving:
 
     def check_length(self, ids: Sequence[Any], what: str) -> None:
         """``IdTooLong`` for the first id longer than ``max_id_length`` (before anything looks it up)."""
-        problem = too_long(ids, what, self.max_id_length)
-        if problem is not None:
-            raise IdTooLong(problem)
+        check_length(ids, what, self.max_id_length)
 
     def item_ids(self, raw: Sequence[Any]) -> np.ndarray:
         """Item ids of raw items; ``IdTooLong`` before any lookup, ``UnknownItem`` naming the first one the catalogue lacks."""
-        self.check_length(raw, "item")
-        ids = self.catalogue.rows(raw)
-        if (ids == 0).any():
-            raise UnknownItem(unknown_item(raw, ids, self.catalogue.size))
-        return ids
+        return item_rows(self.catalogue, raw, self.max_id_length)
 
     # --- update ----------------------------------------------------------------------------------------
     def update(self, events: Sequence[Event]) -> list[Ack]:
