@@ -32,7 +32,6 @@ import hashlib
 import json
 import logging
 import math
-import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from lightning.pytorch.callbacks import Callback
 from torch import nn
 
 from seqrec.atomic import atomic_write, write_text
+from seqrec.bench.report import shown_command
 from seqrec.build import Run, build_datamodule
 from seqrec.build import build as build_run
 from seqrec.compress import build
@@ -575,7 +575,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    command = shlex.join(["python", "-m", "benchmarks.compress", *(argv if argv is not None else sys.argv[1:])])
+    command = shown_command("benchmarks.compress", argv if argv is not None else sys.argv[1:])
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     store = out_dir / f"compression_{args.name}.json"

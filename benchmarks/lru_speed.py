@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from seqrec.bench.report import write_section
+from seqrec.bench.report import shown_command, write_section
 from seqrec.models.next_item.lru import LRULayer, LRURec
 
 NUM_ITEMS = 3416  # ML-1M after LRURec's preprocessing
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> str:
     header = (
         f"torch {torch.__version__}, {platform.machine()} CPU, {torch.get_num_threads()} threads, "
         f"median of {args.repeats}, total {time.perf_counter() - start:.0f} s. "
-        f"Command: `python -m benchmarks.lru_speed {' '.join(argv if argv is not None else sys.argv[1:])}`"
+        f"Command: `{shown_command('benchmarks.lru_speed', argv if argv is not None else sys.argv[1:])}`"
     )
     if hasattr(os, "getloadavg"):  # other processes on a shared machine slow every case alike
         header += f"\n\nLoad average (1 min) at start / end: {load_before:.1f} / {os.getloadavg()[0]:.1f}."

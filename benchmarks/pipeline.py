@@ -36,7 +36,6 @@ import argparse
 import json
 import logging
 import os
-import shlex
 import shutil
 import sys
 import tempfile
@@ -46,7 +45,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.forked import peak_rss_kb, run_forked, single_optimizer, training_step
-from seqrec.bench.report import format_spread, machine_description, median_and_spread, rss_cell, write_section
+from seqrec.bench.report import (
+    format_spread,
+    machine_description,
+    median_and_spread,
+    rss_cell,
+    shown_command,
+    write_section,
+)
 
 log = logging.getLogger("benchmarks.pipeline")
 
@@ -461,7 +467,7 @@ def main(argv: list[str] | None = None) -> str:
         shutil.rmtree(root, ignore_errors=True)
 
     given = list(sys.argv[1:] if argv is None else argv)
-    command = "python -m benchmarks.pipeline" + (" " + shlex.join(given) if given else "")
+    command = shown_command("benchmarks.pipeline", given)
     body = render(args, command, pre, cached, runs, time.perf_counter() - started, machine)
     title = args.title or f"Pipeline: {config_name} on {label or pre['source_name']}"
     print(f"## {title}\n\n{body}")

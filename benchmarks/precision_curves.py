@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from seqrec.atomic import atomic_write
-from seqrec.bench.report import machine_description, write_section
+from seqrec.bench.report import machine_description, shown_command, write_section
 from seqrec.bench.repro_compare import seed_of, validation_curve
 from seqrec.loggers.report import read_config
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> str:
     figure = plot(base, other, args.metrics[0], args.figure) if args.figure is not None else None
     name = args.name or args.runs[0].parent.name
     title = f"Precision: {name}" if args.labels is None else f"Side by side: {name}, {args.labels[0]} and {args.labels[1]}"
-    body = render(base, other, args.metrics, figure, "python -m benchmarks.precision_curves " + " ".join(given),
+    body = render(base, other, args.metrics, figure, shown_command("benchmarks.precision_curves", given),
                   bf16_native_text())
     print(f"## {title}\n\n{body}")
     if args.out is not None:

@@ -53,7 +53,6 @@ import importlib.util
 import json
 import math
 import os
-import shlex
 import shutil
 import sys
 import tempfile
@@ -73,6 +72,7 @@ from seqrec.bench.report import (
     machine_description,
     median,
     rss_cell,
+    shown_command,
     spread,
     write_section,
 )
@@ -894,7 +894,7 @@ def main(argv: list[str] | None = None) -> str:
     given = list(sys.argv[1:] if argv is None else argv)
     body = render({
         "args": args, "results": results, "skipped": skipped, "prepared": prepared, "shapes": shapes,
-        "command": "python -m benchmarks.speed" + (" " + shlex.join(given) if given else ""),
+        "command": shown_command("benchmarks.speed", given),
         "machine": machine, "load_start": load_start, "load_end": os.getloadavg(),
         "wall_s": time.perf_counter() - started, "official_dir": official_dir,
     })

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import collections
 import gzip
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from seqrec.atomic import write_text
+from seqrec.bench.report import shown_command
 
 
 @dataclass
@@ -105,10 +105,7 @@ def main(argv: list[str] | None = None) -> str:
     for path in args.files:
         name = path.name.split(".")[0]
         rows += difficulty(read_sequences(path), name, args.max_len, args.cold)
-    shared = os.environ.get("SEQREC_SHARED_DATA")
-    shown = [f"$SEQREC_SHARED_DATA/{f.resolve().relative_to(Path(shared).resolve())}"
-             if shared and f.resolve().is_relative_to(Path(shared).resolve()) else str(f) for f in args.files]
-    command = " ".join(["python -m benchmarks.split_difficulty", *shown, "--max-len", str(args.max_len)])
+    command = shown_command("benchmarks.split_difficulty", [*map(str, args.files), "--max-len", str(args.max_len)])
     text = report(rows, command, args.cold)
     if args.out:
         write_text(args.out, text)

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.forked import peak_rss_kb, run_forked, single_optimizer, training_step
-from seqrec.bench.report import format_spread, machine_description, median, write_section
+from seqrec.bench.report import format_spread, machine_description, median, shown_command, write_section
 
 TITLE = "XLong-shaped synthetic corpus"
 XLONG_USERS, XLONG_ITEMS, XLONG_MEAN_LENGTH = 69_691, 2_122_932, 958.8
@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results["catalogue"] = run_forked(phase_catalogue, base)
     results["wall_s"] = time.perf_counter() - started
     load = os.getloadavg()
-    command = "python -m benchmarks.xlong " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = shown_command("benchmarks.xlong", argv if argv is not None else sys.argv[1:])
     section = render(results, command.strip(), machine, f"{load[0]:.2f} (1 min), {load[1]:.2f} (5 min)")
     write_section(args.out, TITLE, section)
     print(section)

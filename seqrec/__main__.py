@@ -8,6 +8,7 @@
     seqrec repro --configs lru_ml1m ... [--sitting_time T --resume]   paper reproductions in resumable sittings
     seqrec summarize RUN_DIR                                          rebuild a run's report (PNG, summary.md)
     seqrec lrd --config ...                                           long-range dependence of a dataset
+    seqrec compare BASE_RUN RUN [RUN ...] [--metrics map@20 ...]       test metrics against a base run, paired per query
 
 ``python -m seqrec.fit`` stays a synonym of ``fit``, ``seqrec-fit`` of ``seqrec fit``.
 """

@@ -35,7 +35,8 @@ OVERRIDES = "overrides"  # the parameter that receives the run's config flags
 BOOL_WORDS = ("true", "false", "yes", "no")
 LIGHTNING = {"fit": "seqrec.fit", "test": "seqrec.evaluate"}  # LightningCLI: their module's main(argv)
 # the development benchmarks live outside the package: benchmarks/ of a source checkout
-BENCHMARKS = ("pipeline", "lru_speed", "lru_recurrence", "compress", "speed", "xlong", "serve", "mlp4rec_mixers")
+BENCHMARKS = ("pipeline", "lru_speed", "lru_recurrence", "compress", "speed", "xlong", "serve", "mlp4rec_mixers",
+              "step_ab", "precision_curves", "split_difficulty", "baselines", "evornn", "mlp4rec")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ COMMANDS: dict[str, Command] = {
                      overrides="after_dashes"),
     "summarize": Command("seqrec.tools.summarize:command"),
     "lrd": Command("seqrec.tools.lrd:command"),
+    "compare": Command("seqrec.tools.compare:command"),
 }
 
 

@@ -13,14 +13,13 @@ from pathlib import Path
 
 from jsonargparse import Namespace
 
-from seqrec.atomic import write_json
 from seqrec.build import build
 from seqrec.callbacks.checkpoint_io import check_checkpoint
 from seqrec.callbacks.signals import stop_on_signals
 from seqrec.checks import check_catalogue
 from seqrec.datamodules.base import RecommendationData
 from seqrec.errors import run_command
-from seqrec.runs import TEST_METRICS
+from seqrec.runs import TEST_METRICS, write_test_results
 
 log = logging.getLogger("seqrec.evaluate")
 
@@ -51,7 +50,7 @@ def run_test(argv: list[str]) -> dict[str, float]:
         out_dir = Path(run.trainer.log_dir or run.trainer.default_root_dir)
         if run.trainer.is_global_zero:
             out_dir.mkdir(parents=True, exist_ok=True)
-            write_json(out_dir / TEST_METRICS, results)
+            write_test_results(out_dir, results, run.task)
             log.info("test metrics written to %s", out_dir / TEST_METRICS)
         for logger in run.trainer.loggers:
             if callable(getattr(logger, "close", None)):

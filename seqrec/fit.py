@@ -34,7 +34,7 @@ from seqrec.fit_summary import checkpoint_callback, fit_summary
 from seqrec.lightning_private import disable_version_counter
 from seqrec.loggers.run_logger import SittingMarker
 from seqrec.resume import logger_version, resolve_resume
-from seqrec.runs import SUMMARY, TEST_METRICS, remove_if_unused
+from seqrec.runs import SUMMARY, TEST_METRICS, remove_if_unused, write_test_results
 from seqrec.tasks.base import RecommendationTask
 
 __all__ = ["fit", "main"]
@@ -126,7 +126,7 @@ def _fit_run(run: Any) -> dict[str, float]:
         has_best = best is not None and best.best_model_path
         [results] = trainer.test(task, datamodule=data, ckpt_path="best" if has_best else None)
         if trainer.is_global_zero:
-            write_json(out_dir / TEST_METRICS, results)
+            write_test_results(out_dir, results, task)
         log.info("test metrics written to %s", out_dir / TEST_METRICS)
     if paused is not None:  # a partial result: the test above is of the best checkpoint so far
         _close_loggers(trainer, "interrupted")

@@ -6,6 +6,7 @@
         metrics.csv                   every logged row, every sitting (``RunLogger``)
         fit_summary.json              why fitting stopped; ``best_checkpoint`` as Lightning recorded it
         test_metrics.json             the test of the best checkpoint
+        test_ranks.csv                its target rank per test query (index,rank), ranking tasks (``seqrec compare``)
         checkpoints/                  best-*.ckpt (the best validation), last.ckpt (every validation)
 
 Names and version folders only, no seqrec imports: the loggers and callbacks that write these files sit below ``seqrec.runs`` (which finds
@@ -22,6 +23,7 @@ ORIGIN = "origin.json"
 METRICS = "metrics.csv"
 SUMMARY = "fit_summary.json"
 TEST_METRICS = "test_metrics.json"
+TEST_RANKS = "test_ranks.csv"
 CHECKPOINTS = "checkpoints"
 LAST = "last.ckpt"
 VERSION_PREFIX = "version_"

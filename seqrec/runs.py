@@ -38,6 +38,7 @@ from seqrec.atomic import write_json
 from seqrec.callbacks.checkpoint_io import CheckpointError, checkpoint_problem
 from seqrec.checks import config_leaves, flag_name
 from seqrec.loggers.report import read_csv_rows
+from seqrec.metrics.query_ranks import write_ranks_csv
 from seqrec.run_files import (  # noqa: F401 (re-exported: the run directory's names)
     CHECKPOINTS,
     CONFIG,
@@ -46,6 +47,7 @@ from seqrec.run_files import (  # noqa: F401 (re-exported: the run directory's n
     ORIGIN,
     SUMMARY,
     TEST_METRICS,
+    TEST_RANKS,
     VERSION_PREFIX,
     is_trained_run,
     last_checkpoint,
@@ -57,6 +59,16 @@ from seqrec.run_files import (  # noqa: F401 (re-exported: the run directory's n
 # the last component of a data config key naming a file or folder relative to the working directory (a source's
 # ``files`` and a Hugging Face ``data_files`` / ``data_dir`` are relative to its root or path instead)
 PATH_KEYS = frozenset({"path", "root", "cache_dir", "hf_cache_dir"})
+
+
+# --- writing a test's files ---------------------------------------------------------------------------------
+def write_test_results(out_dir: Path, results: dict[str, float], task: object) -> None:
+    """A test's files in its run directory, each atomic: ``test_metrics.json``, and ``test_ranks.csv`` (each query's
+    target rank by query index) where the task kept them (``NextItemTask.last_test_ranks``)."""
+    write_json(out_dir / TEST_METRICS, results)
+    ranks = getattr(task, "last_test_ranks", None)
+    if ranks is not None:
+        write_ranks_csv(out_dir / TEST_RANKS, ranks.numpy())
 
 
 # --- finding a run ------------------------------------------------------------------------------------------

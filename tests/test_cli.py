@@ -99,11 +99,11 @@ def test_flags_take_the_forms_the_commands_always_took():
     (["serve", "RUN", "--port"], "error: --port: expected a value (an integer)"),
     (["lrd"], "error: give one of --config (a fit config) or --text (a text file)"),
     (["summarize", "a", "b", "--out", "o"], "error: --out takes one run directory"),
-    (["fitt"], "error: unknown command 'fitt'; commands: fit, test, predict, serve, tune, repro, summarize, lrd "
+    (["fitt"], "error: unknown command 'fitt'; commands: fit, test, predict, serve, tune, repro, summarize, lrd, compare "
                "(seqrec --help)"),
     (["bench", "speed"], "error: the development benchmarks moved out of the package: from a source checkout's root "
                          "run python -m benchmarks.<pipeline|lru_speed|lru_recurrence|compress|speed|xlong|serve|"
-                         "mlp4rec_mixers> ..."),
+                         "mlp4rec_mixers|step_ab|precision_curves|split_difficulty|baselines|evornn|mlp4rec> ..."),
 ])
 def test_a_bad_command_line_is_one_line_exit_2(argv, expected, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -13,6 +13,7 @@ import fcntl
 import math
 import os
 import platform
+import shlex
 import stat
 import statistics
 import tempfile
@@ -187,3 +188,31 @@ def machine_description(threads: int | None = None, interop_threads: int | None 
         load1, load5, _ = os.getloadavg()
         parts.append(f"load average {load1:.2f} (1 min), {load5:.2f} (5 min) at start")
     return "; ".join(parts)
+
+
+SHARED_DATA_ENV = "SEQREC_SHARED_DATA"
+
+
+def shown_command(module: str, argv: Sequence[str]) -> str:
+    """``python -m <module> <argv>`` as a report shows it: shell-quoted, and every path under $SEQREC_SHARED_DATA
+    written as ``$SEQREC_SHARED_DATA/...``, so a report never names one machine's copy of the data."""
+    shared = os.environ.get(SHARED_DATA_ENV)
+    root = str(Path(shared).resolve()) if shared else None
+
+    def show(arg: str) -> str:
+        key, sep, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        for prefix in (p for p in {shared.rstrip("/") if shared else None, root} if p):
+            if value == prefix or value.startswith(prefix + "/"):
+                head, rest = (key + sep if sep else ""), value[len(prefix):]
+                return head + "$" + SHARED_DATA_ENV + (shlex.quote(rest) if rest else "")
+        return shlex.quote(arg)
+
+    return " ".join(["python", "-m", module, *(show(a) for a in argv)])
+
+
+def load_average() -> str:
+    """The 1, 5 and 15-minute load averages, e.g. '0.52 0.61 0.40' ('n/a' where the system has none)."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"

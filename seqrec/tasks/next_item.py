@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from seqrec.metrics.query_ranks import QueryRanks
 from seqrec.metrics.ranking import RankingMetrics, rank_of_target
 from seqrec.models.base import ClozeRecommender, CountingRecommender, SequenceRecommender
 from seqrec.tasks.base import RecommendationTask
@@ -76,6 +77,9 @@ class NextItemTask(RecommendationTask):
         names = metrics or DEFAULT_METRICS
         self.val_metrics = RankingMetrics(names)
         self.test_metrics = RankingMetrics(names)
+        # each test query's rank by its index, for paired comparisons of runs (fit writes test_ranks.csv)
+        self.test_ranks = QueryRanks()
+        self.last_test_ranks: Tensor | None = None  # (Q, 2) index, rank of the latest test
 
     # --- training -------------------------------------------------------------------------------
     def loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
@@ -164,13 +168,19 @@ class NextItemTask(RecommendationTask):
         self.val_metrics.update(self.ranks(drop_padding(batch)))
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        """Accumulate test ranks."""
-        self.test_metrics.update(self.ranks(drop_padding(batch)))
+        """Accumulate test ranks, and each query's rank by its index where the batch carries ``index``."""
+        batch = drop_padding(batch)
+        ranks = self.ranks(batch)  # (B,)
+        self.test_metrics.update(ranks)
+        if "index" in batch:
+            self.test_ranks.update(batch["index"], ranks)
 
     def on_validation_epoch_end(self) -> None:
         """Log ``val/<metric>`` (computed from global sums and counts) and reset."""
         self.log_metrics("val", self.val_metrics)
 
     def on_test_epoch_end(self) -> None:
-        """Log ``test/<metric>`` and reset."""
+        """Log ``test/<metric>``, keep the per-query ranks in ``last_test_ranks`` (gathered from every process), reset."""
         self.log_metrics("test", self.test_metrics)
+        self.last_test_ranks = self.test_ranks.compute().cpu() if self.test_ranks.update_called else None
+        self.test_ranks.reset()

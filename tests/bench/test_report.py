@@ -11,9 +11,11 @@ import pytest
 from seqrec.bench.report import (
     decimals,
     format_spread,
+    load_average,
     median,
     median_and_spread,
     rss_cell,
+    shown_command,
     split_sections,
     spread,
     write_section,
@@ -67,3 +69,20 @@ def test_spread_keeps_three_significant_digits_and_rss_cells_are_mib() -> None:
     assert spread([0.01234, 0.02, 0.01]) == "0.0123 (0.0100–0.0200)"
     assert spread([1234.5]) == "1,234.5"
     assert rss_cell({"rss_peak_kb": 3 * 1024 * 1024, "rss_baseline_kb": 1024 * 1024}) == "3,072 (+2,048)"
+
+
+def test_shown_command_names_the_shared_folder_by_its_variable(tmp_path: Path, monkeypatch) -> None:
+    """A report's command never names one machine's data folder: paths under $SEQREC_SHARED_DATA (as given or
+    resolved through a link) are written with the variable; other arguments are shell-quoted."""
+    shared = tmp_path / "shared"
+    (shared / "lrurec").mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(shared)
+    monkeypatch.setenv("SEQREC_SHARED_DATA", str(link))
+    argv = ["--data-path", f"{link}/lrurec/ml-1m.txt.gz", f"--out={shared.resolve()}/x y.md", "a b", str(tmp_path / "other")]
+    assert shown_command("benchmarks.compress", argv) == (
+        "python -m benchmarks.compress --data-path $SEQREC_SHARED_DATA/lrurec/ml-1m.txt.gz "
+        f"--out=$SEQREC_SHARED_DATA'/x y.md' 'a b' {tmp_path / 'other'}")
+    monkeypatch.delenv("SEQREC_SHARED_DATA")
+    assert shown_command("benchmarks.speed", []) == "python -m benchmarks.speed"
+    assert load_average().count(" ") == 2

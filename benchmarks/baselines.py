@@ -1,0 +1,86 @@
+"""The embedded default (``make fit``: SASRec on ML-100k) over several seeds, beside the most-popular floor.
+
+    python -m benchmarks.baselines [--runs-dir runs/baselines_bench] [--seeds 42 1 2] [--out results/BASELINES.md]
+
+Each SASRec fit is ``sasrec_ml100k.yaml`` exactly as ``make fit`` runs it (its threads, its early stopping), only
+the seed changes (42 is the config's own, so that row is ``make fit``'s run). The popularity row is the same
+protocol with the ``Popularity`` network (training counts, one counting pass). Fits run one at a time through
+``benchmarks.fit_grid`` (resumable). The report replaces the ``## Results`` section of ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.fit_grid import Fit, Outcome, outcome, paired, run_all
+from seqrec.atomic import write_json
+from seqrec.bench.report import load_average, machine_description, shown_command, write_section
+
+CONFIG = "sasrec_ml100k.yaml"
+METRICS = ("hr@10", "ndcg@10", "mrr@10", "hr@20", "ndcg@20", "map@20")
+TITLE = "Results"
+POPULARITY = Fit("popularity_ml100k", CONFIG, ("--model.net", "seqrec.models.next_item.popularity.Popularity",
+                                               "--trainer.max_epochs", "1", "--trainer.check_val_every_n_epoch", "1"))
+
+
+def sasrec_fit(seed: int) -> Fit:
+    return Fit(f"sasrec_ml100k_s{seed}", CONFIG, ("--seed_everything", str(seed)))
+
+
+def row(label: str, o: Outcome) -> str:
+    """One table row: the test metrics, epochs run (the tested checkpoint's), why it stopped, pace and time."""
+    why = {"early_stopping": "early stop", "max_epochs": "epoch cap"}.get(o.status, o.status)
+    best = f" ({o.best_epoch})" if o.best_epoch is not None else ""
+    return (f"| {label} | " + " | ".join(f"{o.test[f'test/{m}']:.4f}" for m in METRICS)
+            + f" | {o.epochs}{best}, {why} | {o.fit_s / max(o.epochs, 1):.2f} | {o.fit_s:.0f} s fit, {o.wall_s:.0f} s in all |")
+
+
+def report(done: dict[str, Outcome], seeds: list[int]) -> list[str]:
+    head = "| model | " + " | ".join(m.upper() for m in METRICS) + " | epochs (best), stop | s / epoch | time |"
+    lines = [head, "|---|" + "---|" * (len(METRICS) + 3)]
+    runs = [done[sasrec_fit(s).name] for s in seeds]
+    for seed, o in zip(seeds, runs, strict=True):
+        lines.append(row(f"SASRec (d=64, 2 blocks, 1 head, CE, max_len 100), seed {seed}", o))
+    if len(runs) > 1:
+        cells = []
+        for m in METRICS:
+            values = [o.test[f"test/{m}"] for o in runs]
+            cells.append(f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}")
+        lines.append(f"| **SASRec, mean ± std over {len(runs)} seeds** | " + " | ".join(cells) + " | | | |")
+    lines.append(row("most popular (training counts, id tie-break)", done[POPULARITY.name]))
+    lines += ["", "SASRec − most popular, paired on the 943 test users (mean difference (s.e.), first seed):", "",
+              "| metric | " + " | ".join(METRICS) + " |", "|---|" + "---|" * len(METRICS)]
+    cells = []
+    for m in METRICS:
+        mean, se = paired([runs[0].run_dir], [done[POPULARITY.name].run_dir], m)
+        cells.append(f"{mean:+.4f} ({se:.4f})")
+    lines.append("| difference | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> dict[str, Outcome]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs-dir", type=Path, default=Path("runs/baselines_bench"))
+    p.add_argument("--seeds", type=int, nargs="+", default=[42, 1, 2], help="42 is the config's (make fit's) seed")
+    p.add_argument("--out", type=Path, default=Path("results/BASELINES.md"))
+    p.add_argument("--json", type=Path, default=Path("results/baselines_ml100k.json"))
+    args = p.parse_args(argv)
+    command = shown_command("benchmarks.baselines", argv if argv is not None else sys.argv[1:])
+    start, machine = time.perf_counter(), machine_description()
+    dirs = run_all([*(sasrec_fit(s) for s in args.seeds), POPULARITY], args.runs_dir, jobs=1)
+    done = {name: outcome(run) for name, run in dirs.items()}
+    lines = [f"Command: `{command}`  ",
+             f"Machine: {machine}; fits one at a time; load average {load_average()} at the end; "
+             f"{(time.perf_counter() - start) / 60:.0f} min in all.", "", *report(done, args.seeds)]
+    write_section(args.out, TITLE, "\n".join(lines))
+    write_json(args.json, {"command": command, "runs": {name: vars(o) for name, o in done.items()}})
+    print("\n".join(lines))
+    return done
+
+
+if __name__ == "__main__":
+    main()

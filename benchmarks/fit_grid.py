@@ -1,0 +1,152 @@
+"""A grid of named fits, each one ``python -m seqrec.fit`` command, run resumably and read back for a results table.
+
+The results files built from several fits (``benchmarks.evornn``, ``benchmarks.mlp4rec``) share this: each fit's run
+directory is ``<runs_dir>/<name>/version_N``; a run that holds its test ranks is read, not trained again; one with a
+``last.ckpt`` and no test continues from it (``--ckpt_path last``). Their tables go into one ``## <title>`` section
+of the results file (``seqrec.bench.report.write_section``), so the other sections, the prose, are kept.
+
+Paired differences (``paired``): for runs A_s and B_s over seeds s, each ranked on the same test queries,
+d_q = mean_s (m(A_s, q) − m(B_s, q)) and the figure is mean(d) with s.e. std(d, ddof=1)/√Q, queries taken as
+independent (a lower bound where a user has several queries).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from seqrec.atomic import write_json
+from seqrec.loggers.report import read_csv_rows
+from seqrec.metrics.ranking import metric_values, parse_metric
+from seqrec.run_files import (
+    CHECKPOINTS,
+    CONFIG,
+    LAST,
+    METRICS,
+    SUMMARY,
+    TEST_METRICS,
+    TEST_RANKS,
+    newest_version,
+)
+from seqrec.tools.compare import run_ranks
+
+WALL = "wall_s.json"  # the grid's own record of a fit command's wall time, in its run directory
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One fit of the grid: its unique name (the experiment folder) and the ``seqrec.fit`` flags after ``--config``."""
+
+    name: str
+    config: str
+    flags: tuple[str, ...] = ()
+
+
+def fit_command(fit: Fit, runs_dir: Path, resume: bool) -> list[str]:
+    return [sys.executable, "-m", "seqrec.fit", "--config", fit.config, *fit.flags,
+            "--trainer.enable_progress_bar", "false", "--trainer.logger.init_args.save_dir", str(runs_dir),
+            "--trainer.logger.init_args.name", fit.name, *(["--ckpt_path", "last"] if resume else [])]
+
+
+def tested(run_dir: Path | None, ranks: bool = True) -> bool:
+    """Whether the run was tested (and kept its per-query ranks, when ``ranks``)."""
+    return run_dir is not None and (run_dir / TEST_METRICS).is_file() and (not ranks or (run_dir / TEST_RANKS).is_file())
+
+
+def newest_run(experiment: Path) -> Path | None:
+    """The experiment's newest run directory (one with its config.yaml: a counting model keeps no checkpoint)."""
+    return newest_version(experiment, keep=lambda path: (path / CONFIG).is_file()) if experiment.is_dir() else None
+
+
+def train(fit: Fit, runs_dir: Path, ranks: bool = True) -> Path:
+    """Fit and test ``fit`` unless its newest run is tested; its run directory. RuntimeError naming the log on failure."""
+    experiment = runs_dir / fit.name
+    run_dir = newest_run(experiment)
+    if tested(run_dir, ranks):
+        return run_dir
+    resume = run_dir is not None and (run_dir / CHECKPOINTS / LAST).is_file()
+    log = runs_dir / "logs" / f"{fit.name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with open(log, "a", encoding="utf-8") as handle:
+        done = subprocess.run(fit_command(fit, runs_dir, resume), stdout=handle, stderr=subprocess.STDOUT, check=False)
+    wall = time.perf_counter() - start
+    run_dir = newest_run(experiment)
+    if done.returncode != 0 or not tested(run_dir, ranks):
+        raise RuntimeError(f"{fit.name} failed (exit {done.returncode}): see {log}")
+    write_json(run_dir / WALL, {"wall_s": round(wall, 1), "resumed": resume})
+    return run_dir
+
+
+def run_all(fits: Sequence[Fit], runs_dir: Path, jobs: int = 1, ranks: bool = True) -> dict[str, Path]:
+    """Every fit, ``jobs`` at a time; {name: run directory}."""
+    names = [fit.name for fit in fits]
+    if len(set(names)) != len(names):
+        raise ValueError(f"fit names repeat: {sorted(n for n in names if names.count(n) > 1)}")
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        dirs = list(pool.map(lambda fit: train(fit, runs_dir, ranks), fits))
+    return dict(zip(names, dirs, strict=True))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a results table reads of one run."""
+
+    run_dir: str
+    test: dict[str, float]
+    best_val: float  # the monitored validation figure of the tested checkpoint
+    steps: int
+    epochs: int
+    best_epoch: int | None  # the tested checkpoint's epoch, counted from 1 (None where its name does not say)
+    status: str  # why fitting stopped (fit_summary.json): early_stopping, max_epochs, ...
+    fit_s: float  # fit_summary.json's seconds_this_sitting
+    wall_s: float  # the whole command (data, fit, test); nan when the run predates the grid's record
+
+
+def outcome(run_dir: Path) -> Outcome:
+    summary = json.loads((run_dir / SUMMARY).read_text())
+    test = {k: float(v) for k, v in json.loads((run_dir / TEST_METRICS).read_text()).items()}
+    wall = json.loads((run_dir / WALL).read_text())["wall_s"] if (run_dir / WALL).is_file() else float("nan")
+    best = Path(summary.get("best_checkpoint") or "").name  # best-epoch=65-step=660.ckpt
+    best_epoch = int(best.split("epoch=")[1].split("-")[0]) + 1 if "epoch=" in best else None
+    return Outcome(str(run_dir), test, float(summary["best_score"]), int(summary["global_step"]),
+                   int(summary["epochs"]), best_epoch, str(summary.get("status")),
+                   float(summary["seconds_this_sitting"]), float(wall))
+
+
+def validation_curve(run_dir: Path, metric: str) -> list[tuple[int, float]]:
+    """(step, value) of every validation of ``val/<metric>`` in the run's metrics.csv, in logged order."""
+    rows = read_csv_rows(run_dir / METRICS)
+    key = f"val/{metric}"
+    return [(int(row["step"]), row[key]) for row in rows if key in row]
+
+
+def query_values(run_dir: str | Path, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(query indexes (Q,), per-query value of ``metric`` (Q,)) from the run's test ranks."""
+    kind, k = parse_metric(metric)
+    _, ranks = run_ranks(run_dir)
+    return ranks[:, 0], metric_values(kind, k, torch.from_numpy(ranks[:, 1])).numpy()
+
+
+def paired(runs: Sequence[str | Path], bases: Sequence[str | Path], metric: str) -> tuple[float, float]:
+    """mean(d) and its s.e. for d_q = mean over pairs (m(run, q) − m(base, q)); ``runs[i]`` pairs with ``bases[i]``."""
+    if len(runs) != len(bases) or not runs:
+        raise ValueError(f"paired needs as many runs as bases, at least one: {len(runs)} vs {len(bases)}")
+    differences = []
+    for run, base in zip(runs, bases, strict=True):
+        index, values = query_values(run, metric)
+        base_index, base_values = query_values(base, metric)
+        if not np.array_equal(index, base_index):
+            raise ValueError(f"{run} ranked other test queries than {base}: pair runs of the same data and split")
+        differences.append(values - base_values)
+    d = np.mean(differences, axis=0)  # (Q,)
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")

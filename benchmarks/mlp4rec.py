@@ -1,0 +1,141 @@
+"""MLP4Rec (with and without item features), SASRec and GRU4Rec on ML-100k under MLP4Rec's protocol: results/MLP4REC.md.
+
+    python -m benchmarks.mlp4rec [--runs-dir runs/mlp4rec_bench] [--epochs 3] [--short-epochs 1]
+                                 [--seeds 2022 2023] [--jobs 1] [--out results/MLP4REC.md]
+
+The fits (``benchmarks.fit_grid``, resumable), each ``--threads 1`` with validation every quarter epoch:
+- the main table: every model for ``--epochs`` epochs with the first seed, and the popularity floor;
+- the short table: every model for ``--short-epochs`` epochs with the first seed, and both MLP4Rec variants with
+  each further seed (MLP4Rec's early plateau has a seed-dependent length).
+
+MLP4Rec runs at the CPU size ``CPU_SIZE`` (d 32, 2 layers, lr 1e-3, batch 64 × 4 accumulated = 256 per step);
+the config ships the official size (d 128, 4 layers, lr 1e-4), see results/MLP4REC.md for why.
+Paired differences on the 943 test users (``fit_grid.paired``): features − no features, and MLP4Rec − SASRec.
+The ``## Results`` section of ``--out`` is rewritten; the other sections (the prose) are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.fit_grid import Fit, Outcome, outcome, paired, run_all, validation_curve
+from seqrec.atomic import write_json
+from seqrec.bench.report import load_average, machine_description, shown_command, write_section
+
+TITLE = "Results"
+METRICS = ("hr@10", "ndcg@10", "mrr@10")
+COMMON = ("--threads", "1", "--trainer.val_check_interval", "0.25")
+CPU_SIZE = ("--model.init_args.lr", "0.001", "--model.net.d_model", "32", "--model.net.num_layers", "2",
+            "--data.init_args.batch_size", "64", "--trainer.accumulate_grad_batches", "4")
+# name: (label, config, flags)
+MODELS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "mlp4rec": ("**MLP4Rec + features** (genres, title, year)", "mlp4rec_ml100k.yaml", CPU_SIZE),
+    "mlp4rec_nofeatures": ("MLP4Rec, no features", "mlp4rec_ml100k.yaml", (*CPU_SIZE, "--data.init_args.features", "null")),
+    "sasrec": ("SASRec", "sasrec_ml100k_pop100.yaml", ()),
+    "gru4rec": ("GRU4Rec", "gru4rec_ml100k_pop100.yaml", ()),
+}
+POPULARITY = Fit("popularity", "sasrec_ml100k_pop100.yaml",
+                 ("--threads", "1", "--model.net", "seqrec.models.next_item.popularity.Popularity", "--trainer.max_epochs", "1"))
+
+
+def model_fit(model: str, epochs: int, seed: int) -> Fit:
+    _, config, flags = MODELS[model]
+    return Fit(f"{model}_{epochs}ep_s{seed}", config, (*COMMON, *flags, "--trainer.max_epochs", str(epochs),
+                                                      "--seed_everything", str(seed)))
+
+
+def grid(epochs: int, short_epochs: int, seeds: list[int]) -> list[Fit]:
+    main_seed, *others = seeds
+    fits = [model_fit(m, epochs, main_seed) for m in MODELS]
+    if short_epochs != epochs:
+        fits += [model_fit(m, short_epochs, main_seed) for m in MODELS]
+    fits += [model_fit(m, short_epochs, s) for s in others for m in ("mlp4rec", "mlp4rec_nofeatures")]
+    return [*fits, POPULARITY]
+
+
+def main_table(done: dict[str, Outcome], epochs: int, seed: int) -> list[str]:
+    lines = [f"### Main table: {epochs} epochs, seed {seed}", "",
+             "| model | epochs | steps | test HR@10 | test NDCG@10 | test MRR@10 | best val MRR@10 | fit s | wall s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for model, (label, _, _) in MODELS.items():
+        o = done[model_fit(model, epochs, seed).name]
+        lines.append(f"| {label} | {epochs} | {o.steps} | " + " | ".join(f"{o.test[f'test/{m}']:.4f}" for m in METRICS)
+                     + f" | {o.best_val:.4f} | {o.fit_s:.0f} | {o.wall_s:.0f} |")
+    o = done[POPULARITY.name]
+    lines.append("| Popularity (reference) | – | – | " + " | ".join(f"{o.test[f'test/{m}']:.4f}" for m in METRICS)
+                 + f" | {o.best_val:.4f} | {o.fit_s:.0f} | {o.wall_s:.0f} |")
+    return lines
+
+
+def paired_lines(dirs: dict[str, Path], epochs: int, seed: int) -> list[str]:
+    """Paired differences on the same test users, mean (s.e.), for the two questions the table asks."""
+    pairs = [("features − no features", "mlp4rec", "mlp4rec_nofeatures"), ("MLP4Rec + features − SASRec", "mlp4rec", "sasrec")]
+    lines = ["", f"Paired on the same 943 test users ({epochs} epochs, seed {seed}; mean difference (s.e.), "
+             "`benchmarks/fit_grid.py`):", "", "| difference | HR@10 | NDCG@10 | MRR@10 |", "|---|---|---|---|"]
+    for label, a, b in pairs:
+        cells = []
+        for metric in METRICS:
+            mean, se = paired([dirs[model_fit(a, epochs, seed).name]], [dirs[model_fit(b, epochs, seed).name]], metric)
+            cells.append(f"{mean:+.4f} ({se:.4f})")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def curve_table(dirs: dict[str, Path], epochs: int, seed: int) -> list[str]:
+    curves = {m: validation_curve(dirs[model_fit(m, epochs, seed).name], "mrr@10") for m in MODELS}
+    width = max(len(c) for c in curves.values())
+    ticks = [f"{(i + 1) / 4:g}" for i in range(width)]
+    lines = ["", "Validation MRR@10 after each quarter epoch:", "",
+             "| model | " + " | ".join(ticks) + " |", "|---|" + "---|" * width]
+    for model, curve in curves.items():
+        values = [f"{v:.3f}".lstrip("0") for _, v in curve] + [""] * (width - len(curve))
+        lines.append(f"| {MODELS[model][0]} | " + " | ".join(values) + " |")
+    return lines
+
+
+def short_table(done: dict[str, Outcome], short_epochs: int, seeds: list[int]) -> list[str]:
+    lines = ["", f"### {short_epochs} epoch(s), {len(seeds)} seed(s)", "",
+             "| model | seed | test HR@10 | test NDCG@10 | test MRR@10 | best val MRR@10 | fit s | wall s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for seed in seeds:
+        for model, (label, _, _) in MODELS.items():
+            name = model_fit(model, short_epochs, seed).name
+            if name in done:
+                o = done[name]
+                lines.append(f"| {label} | {seed} | " + " | ".join(f"{o.test[f'test/{m}']:.4f}" for m in METRICS)
+                             + f" | {o.best_val:.4f} | {o.fit_s:.0f} | {o.wall_s:.0f} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> dict[str, Outcome]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs-dir", type=Path, default=Path("runs/mlp4rec_bench"))
+    p.add_argument("--epochs", type=int, default=3, help="epochs of the main table (default 3: the CPU budget)")
+    p.add_argument("--short-epochs", type=int, default=1, help="epochs of the seed table (default 1)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[2022, 2023], help="the first is the main table's")
+    p.add_argument("--jobs", type=int, default=1, help="fits side by side (default 1; wall times then share the cores)")
+    p.add_argument("--out", type=Path, default=Path("results/MLP4REC.md"))
+    p.add_argument("--json", type=Path, default=Path("results/mlp4rec_ml100k.json"))
+    args = p.parse_args(argv)
+    command = shown_command("benchmarks.mlp4rec", argv if argv is not None else sys.argv[1:])
+    start, machine = time.perf_counter(), machine_description(threads=1)
+    dirs = run_all(grid(args.epochs, args.short_epochs, args.seeds), args.runs_dir, args.jobs)
+    done = {name: outcome(run) for name, run in dirs.items()}
+    seed = args.seeds[0]
+    lines = [f"Command: `{command}`  ",
+             f"Machine: {machine}; {args.jobs} fit(s) at a time, 1 thread each; load average {load_average()} at the end; "
+             f"{(time.perf_counter() - start) / 60:.0f} min in all. \"fit s\" is "
+             "`fit_summary.json`'s `seconds_this_sitting`; \"wall s\" the whole command (data, fit, test).", "",
+             *main_table(done, args.epochs, seed), *paired_lines(dirs, args.epochs, seed),
+             *curve_table(dirs, args.epochs, seed), *short_table(done, args.short_epochs, args.seeds)]
+    write_section(args.out, TITLE, "\n".join(lines))
+    write_json(args.json, {"command": command, "runs": {name: vars(o) for name, o in done.items()}})
+    print("\n".join(lines))
+    return done
+
+
+if __name__ == "__main__":
+    main()

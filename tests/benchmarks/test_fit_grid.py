@@ -1,0 +1,59 @@
+"""benchmarks.fit_grid: a grid of fits runs once and is read back; paired differences by hand."""
+
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks import fit_grid
+from seqrec.metrics.query_ranks import write_ranks_csv
+
+
+def ranks_run(root, name, ranks):
+    run = root / name
+    run.mkdir()
+    (run / "config.yaml").write_text("{}\n")  # a run directory holds its config
+    write_ranks_csv(run / "test_ranks.csv", np.array([[q, r] for q, r in enumerate(ranks)]))
+    return run
+
+
+def test_paired_by_hand(tmp_path):
+    """d_q = mean over pairs of HR@2(run) − HR@2(base); s.e. = std(d, ddof=1)/√Q."""
+    runs = [ranks_run(tmp_path, "a1", [1, 3, 2, 9]), ranks_run(tmp_path, "a2", [2, 2, 5, 1])]
+    bases = [ranks_run(tmp_path, "b1", [3, 1, 1, 9]), ranks_run(tmp_path, "b2", [1, 4, 1, 1])]
+    d = ((np.array([1, 0, 1, 0]) - np.array([0, 1, 1, 0])) + (np.array([1, 1, 0, 1]) - np.array([1, 0, 1, 1]))) / 2
+    mean, se = fit_grid.paired(runs, bases, "hr@2")
+    assert mean == pytest.approx(d.mean()) and se == pytest.approx(d.std(ddof=1) / 2)
+    other = ranks_run(tmp_path, "c", [1, 1, 1])
+    with pytest.raises(ValueError, match="other test queries"):
+        fit_grid.paired([other], [bases[0]], "hr@2")
+
+
+@pytest.mark.slow
+def test_a_grid_fits_once_and_reads_back(ml100k_root, tmp_path):
+    """Two tiny fits through the command line: their outcomes, curves and ranks are read; a second call trains
+    nothing (the wall-time records stay as they were); a failing fit names its log."""
+    common = ("--data.init_args.source.init_args.root", str(ml100k_root), "--data.max_len", "10",
+              "--data.batch_size", "16", "--model.net.d_model", "16", "--trainer.max_epochs", "2",
+              "--trainer.check_val_every_n_epoch", "1", "--threads", "1")
+    fits = [fit_grid.Fit(f"tiny_s{seed}", "sasrec_ml100k.yaml", (*common, "--seed_everything", str(seed)))
+            for seed in (1, 2)]
+    dirs = fit_grid.run_all(fits, tmp_path, jobs=2)
+    walls = {name: (run / fit_grid.WALL).read_text() for name, run in dirs.items()}
+    for run in dirs.values():
+        done = fit_grid.outcome(run)
+        assert done.steps > 0 and done.wall_s > 0 and "test/ndcg@10" in done.test
+        assert done.epochs == 2 and done.best_epoch in (1, 2) and done.status == "max_epochs"
+        steps = [step for step, _ in fit_grid.validation_curve(run, "ndcg@10")]
+        assert len(steps) >= 2 and steps == sorted(set(steps))  # one validation per epoch, in order
+        index, hits = fit_grid.query_values(run, "hr@10")
+        assert hits.mean() == pytest.approx(done.test["test/hr@10"], abs=1e-6)
+    mean, _ = fit_grid.paired([dirs["tiny_s2"]], [dirs["tiny_s1"]], "ndcg@10")
+    expected = fit_grid.outcome(dirs["tiny_s2"]).test["test/ndcg@10"] - fit_grid.outcome(dirs["tiny_s1"]).test["test/ndcg@10"]
+    assert mean == pytest.approx(expected, abs=1e-6)
+    again = fit_grid.run_all(fits, tmp_path, jobs=1)
+    assert again == dirs and {name: (run / fit_grid.WALL).read_text() for name, run in again.items()} == walls
+    bad = fit_grid.Fit("bad", "sasrec_ml100k.yaml", (*common, "--model.net.no_such_flag", "1"))
+    with pytest.raises(RuntimeError, match="bad failed .*logs/bad.log"):
+        fit_grid.run_all([bad], tmp_path)
+    assert json.loads(walls["tiny_s1"])["resumed"] is False
