@@ -13,10 +13,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
-from benchmarks.fit_grid import Fit, Outcome, outcome, paired, run_all
+from benchmarks.fit_grid import Fit, Outcome, fit_minutes, outcome, paired, run_all
 from seqrec.atomic import write_json
 from seqrec.bench.report import load_average, machine_description, shown_command, write_section
 
@@ -70,12 +69,12 @@ def main(argv: list[str] | None = None) -> dict[str, Outcome]:
     p.add_argument("--json", type=Path, default=Path("results/baselines_ml100k.json"))
     args = p.parse_args(argv)
     command = shown_command("benchmarks.baselines", argv if argv is not None else sys.argv[1:])
-    start, machine = time.perf_counter(), machine_description()
+    machine = machine_description()
     dirs = run_all([*(sasrec_fit(s) for s in args.seeds), POPULARITY], args.runs_dir, jobs=1)
     done = {name: outcome(run) for name, run in dirs.items()}
     lines = [f"Command: `{command}`  ",
              f"Machine: {machine}; fits one at a time; load average {load_average()} at the end; "
-             f"{(time.perf_counter() - start) / 60:.0f} min in all.", "", *report(done, args.seeds)]
+             f"{fit_minutes(list(done.values()))} in all.", "", *report(done, args.seeds)]
     write_section(args.out, TITLE, "\n".join(lines))
     write_json(args.json, {"command": command, "runs": {name: vars(o) for name, o in done.items()}})
     print("\n".join(lines))

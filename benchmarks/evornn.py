@@ -1,11 +1,11 @@
 """EvoRNN against fixed GRUs on ML-100k's temporal split: test MAP@20 against MACs per sequence, paired per query.
 
-    python -m benchmarks.evornn [--runs-dir runs/evornn_bench] [--seeds 42 7] [--epochs 3] [--jobs 1]
+    python -m benchmarks.evornn [--runs-dir runs/evornn_bench/<budget>] [--seeds 42 7] [--epochs 3|0] [--jobs 1]
                                 [--out results/EVORNN.md] [--json results/evornn_ml100k.json]
 
 Every row of ``ROWS`` is ``evornn_ml100k.yaml`` (the protocol: global temporal split, MAP@20 over the full
-catalogue, best validation MAP@20 tested) with the row's schedule flags, trained ``--epochs`` epochs per seed on
-one thread each (``--jobs`` runs side by side; their wall times then share the cores: compare MACs, not seconds).
+catalogue, best validation MAP@20 tested) with the row's schedule flags, trained ``--epochs`` epochs per seed (0: the
+protocol's own budget, at most 30 epochs with early stopping after 5 validations without gain) on one thread each (``--jobs`` runs side by side; their wall times then share the cores: compare MACs, not seconds).
 
 Columns:
 - MACs / sequence: ``EvoRNN.serving_macs(L)``, encoding a full window and reading out its newest position, from the
@@ -26,14 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from benchmarks.fit_grid import Fit, outcome, paired, run_all
+from benchmarks.fit_grid import Fit, fit_minutes, outcome, paired, run_all
 from seqrec.atomic import write_json
 from seqrec.bench.report import load_average, machine_description, shown_command, write_section
 from seqrec.models.next_item.evornn import EvoRNN
@@ -42,7 +41,12 @@ from seqrec.run_files import CONFIG
 CONFIG_NAME = "evornn_ml100k.yaml"
 METRIC = "map@20"
 NET = "--model.net.init_args"
-TITLE = "Results: MAP@20 against MACs per sequence (ML-100k, temporal split)"
+TITLE = "Results: MAP@20 against MACs per sequence (ML-100k, temporal split, {budget})"
+
+
+def budget(epochs: int) -> str:
+    """How long each fit trained, as the section title and the default runs folder say it."""
+    return f"{epochs} epochs" if epochs else "early stopping"
 
 
 @dataclass(frozen=True)
@@ -58,9 +62,10 @@ class Row:
         return self.kind.startswith("EvoRNN")
 
     def fit(self, seed: int, epochs: int) -> Fit:
-        """This row's fit for one seed: one thread, ``epochs`` epochs."""
-        return Fit(f"{self.name}_s{seed}", CONFIG_NAME, ("--threads", "1", "--trainer.max_epochs", str(epochs),
-                                                        "--seed_everything", str(seed), *self.flags))
+        """This row's fit for one seed: one thread, ``epochs`` epochs (0: the protocol's budget, early stopping)."""
+        budget = ("--trainer.max_epochs", str(epochs)) if epochs else ()
+        return Fit(f"{self.name}_s{seed}", CONFIG_NAME, ("--threads", "1", *budget, "--seed_everything", str(seed),
+                                                        *self.flags))
 
     def net_kwargs(self) -> dict[str, object]:
         """The network arguments the flags set (``--model.net.init_args.X V`` → {X: V}; ``max_len`` from the data's)."""
@@ -115,6 +120,8 @@ class Result:
     max_len: int
     macs: int
     schedule: str
+    epochs: int = 0  # epochs trained
+    best_epoch: int | None = None  # the tested checkpoint's epoch (from 1)
 
 
 def describe_schedule(net: EvoRNN, length: int) -> str:
@@ -127,11 +134,15 @@ def describe_schedule(net: EvoRNN, length: int) -> str:
 def read_result(row: Row, seed: int, run_dir: Path) -> Result:
     config = yaml.safe_load((run_dir / CONFIG).read_text())
     net_args = dict(config["model"]["init_args"]["net"]["init_args"])
-    net_args.setdefault("num_items", 1)  # the MACs of encoding do not depend on the catalogue
+    # linked from the data and so not repeated under the net in config.yaml (seqrec/build.py): the window length,
+    # and the catalogue size, on which the MACs of encoding do not depend
+    net_args.setdefault("max_len", config["data"]["init_args"]["max_len"])
+    net_args.setdefault("num_items", 1)
     net = EvoRNN(**net_args)
     done = outcome(run_dir)
     return Result(row.name, seed, str(run_dir), done.test[f"test/{METRIC}"], done.best_val, done.wall_s,
-                  net.max_len, net.serving_macs(net.max_len), describe_schedule(net, net.max_len))
+                  net.max_len, net.serving_macs(net.max_len), describe_schedule(net, net.max_len), done.epochs,
+                  done.best_epoch)
 
 
 def paired_to_reference(results: dict[tuple[str, int], Result], row: str, seeds: list[int]) -> tuple[float, float]:
@@ -144,8 +155,8 @@ def table(rows: list[Row], results: dict[tuple[str, int], Result], seeds: list[i
     head = " | ".join(f"seed {s}" if i else f"test MAP@20 seed {s}" for i, s in enumerate(seeds))
     lines = [f"| model | schedule (τ = distance from the newest event; oldest first) | L | MACs / sequence | × GRU-64 | "
              f"{head} | mean | mean − GRU-64 (paired s.e.) | val MAP@20 ({' / '.join(map(str, seeds))}) | "
-             f"wall s ({' / '.join(map(str, seeds))}) |",
-             "|---|---|---:|---:|---:|" + "---:|" * len(seeds) + "---:|---:|---:|---:|"]
+             f"epochs, best ({' / '.join(map(str, seeds))}) | wall s ({' / '.join(map(str, seeds))}) |",
+             "|---|---|---:|---:|---:|" + "---:|" * len(seeds) + "---:|---:|---:|---:|---:|"]
     for row in sorted(rows, key=lambda r: (results[r.name, seeds[0]].macs, r.name)):
         runs = [results[row.name, s] for s in seeds]
         first = runs[0]
@@ -159,37 +170,40 @@ def table(rows: list[Row], results: dict[tuple[str, int], Result], seeds: list[i
         lines.append(f"| {name} | {first.schedule} | {first.max_len} | {first.macs:,} | {first.macs / reference_macs:.2f} | "
                      + " | ".join(f"{r.test:.4f}" for r in runs)
                      + f" | {mean:.4f} | {diff} | {' / '.join(f'{r.val:.4f}' for r in runs)} | "
+                     + f"{' / '.join(f'{r.epochs} ({r.best_epoch})' for r in runs)} | "
                      + f"{' / '.join(f'{r.wall_s:.0f}' for r in runs)} |")
     return lines
 
 
 def section(lines: list[str], command: str, seeds: list[int], epochs: int, jobs: int, machine: str,
-            end_load: str, total_s: float) -> str:
+            end_load: str, cost: str) -> str:
     return "\n".join([
         f"Command: `{command}`  ",
         f"Machine: {machine}; {jobs} run(s) at a time, 1 thread each; load average {end_load} at the end; "
-        f"{total_s / 60:.0f} min in all. {epochs} epochs per run, seeds {', '.join(map(str, seeds))}; the checkpoint "
+        f"{cost} in all. {budget(epochs)} per run, seeds {', '.join(map(str, seeds))}; the checkpoint "
         "with the best validation MAP@20 is tested.",
         "",
         *lines,
         "",
         "\"paired s.e.\": d_q = mean over the seeds of (AP@20 of the row − AP@20 of GRU-64 with the same seed) on each test "
-        "query; the column is mean(d) (s.e. std(d)/√Q). Queries come from few users (several each), so the true "
-        "uncertainty is larger. Wall times cover the whole command (data, fit, validation, test, MACs probes) with "
+        "query; the column is mean(d) (s.e. std(d)/√Q). It covers the sampling of the test queries only: queries "
+        "come from few users (several each), and the training's randomness (compare the two seed columns) is not in "
+        "it, so the true uncertainty is larger. Wall times cover the whole command (data, fit, validation, test, MACs probes) with "
         f"{jobs} run(s) sharing the cores: compare MACs, not seconds.",
     ])
 
 
 def main(argv: list[str] | None = None) -> dict[tuple[str, int], Result]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs-dir", type=Path, default=Path("runs/evornn_bench"))
+    p.add_argument("--runs-dir", type=Path, default=None, help="default runs/evornn_bench/<3ep|early_stopping>")
     p.add_argument("--seeds", type=int, nargs="+", default=[42, 7])
-    p.add_argument("--epochs", type=int, default=3, help="epochs per run (default 3: the CPU budget, results/EVORNN.md)")
+    p.add_argument("--epochs", type=int, default=3, help="epochs per run (default 3; 0: the protocol's early stopping)")
     p.add_argument("--jobs", type=int, default=1, help="runs side by side (default 1)")
     p.add_argument("--rows", nargs="+", default=None, help=f"a subset of rows (always with {REFERENCE})")
     p.add_argument("--out", type=Path, default=Path("results/EVORNN.md"))
     p.add_argument("--json", type=Path, default=Path("results/evornn_ml100k.json"))
     args = p.parse_args(argv)
+    runs_dir = args.runs_dir or Path("runs/evornn_bench") / (f"{args.epochs}ep" if args.epochs else "early_stopping")
     rows = ROWS
     if args.rows:
         unknown = set(args.rows) - {r.name for r in ROWS}
@@ -197,13 +211,13 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Result]:
             p.error(f"unknown rows {sorted(unknown)}; rows: {', '.join(r.name for r in ROWS)}")
         rows = [r for r in ROWS if r.name in {*args.rows, REFERENCE}]
     command = shown_command("benchmarks.evornn", argv if argv is not None else sys.argv[1:])
-    start, machine = time.perf_counter(), machine_description(threads=1)
+    machine = machine_description(threads=1)
     jobs = [(row, seed) for seed in args.seeds for row in rows]
-    dirs = run_all([row.fit(seed, args.epochs) for row, seed in jobs], args.runs_dir, args.jobs)
+    dirs = run_all([row.fit(seed, args.epochs) for row, seed in jobs], runs_dir, args.jobs)
     results = {(row.name, seed): read_result(row, seed, dirs[row.fit(seed, args.epochs).name]) for row, seed in jobs}
     text = section(table(rows, results, args.seeds), command, args.seeds, args.epochs, args.jobs, machine,
-                   load_average(), time.perf_counter() - start)
-    write_section(args.out, TITLE, text)
+                   load_average(), fit_minutes([outcome(dirs[row.fit(seed, args.epochs).name]) for row, seed in jobs]))
+    write_section(args.out, TITLE.format(budget=budget(args.epochs)), text)
     write_json(args.json, {"command": command, "results": [vars(r) for r in results.values()]})
     print(text)
     return results

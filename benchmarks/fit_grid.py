@@ -21,12 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from seqrec.atomic import write_json
 from seqrec.loggers.report import read_csv_rows
-from seqrec.metrics.ranking import metric_values, parse_metric
 from seqrec.run_files import (
     CHECKPOINTS,
     CONFIG,
@@ -37,9 +33,10 @@ from seqrec.run_files import (
     TEST_RANKS,
     newest_version,
 )
+from seqrec.tools.compare import paired as compare_paired
 from seqrec.tools.compare import run_ranks
 
-WALL = "wall_s.json"  # the grid's own record of a fit command's wall time, in its run directory
+RECORD = "grid.json"  # the grid's own record in a run directory: the fit's config and flags, the command's wall time
 
 
 @dataclass(frozen=True)
@@ -72,6 +69,7 @@ def train(fit: Fit, runs_dir: Path, ranks: bool = True) -> Path:
     experiment = runs_dir / fit.name
     run_dir = newest_run(experiment)
     if tested(run_dir, ranks):
+        check_record(fit, run_dir)
         return run_dir
     resume = run_dir is not None and (run_dir / CHECKPOINTS / LAST).is_file()
     log = runs_dir / "logs" / f"{fit.name}.log"
@@ -83,8 +81,20 @@ def train(fit: Fit, runs_dir: Path, ranks: bool = True) -> Path:
     run_dir = newest_run(experiment)
     if done.returncode != 0 or not tested(run_dir, ranks):
         raise RuntimeError(f"{fit.name} failed (exit {done.returncode}): see {log}")
-    write_json(run_dir / WALL, {"wall_s": round(wall, 1), "resumed": resume})
+    write_json(run_dir / RECORD, {"config": fit.config, "flags": list(fit.flags), "wall_s": round(wall, 1),
+                                  "resumed": resume})
     return run_dir
+
+
+def check_record(fit: Fit, run_dir: Path) -> None:
+    """A tested run is reused only for the same fit: ValueError when its record names another config or flags."""
+    path = run_dir / RECORD
+    if not path.is_file():
+        return  # tested outside the grid (or before it kept records): taken as it is
+    record = json.loads(path.read_text())
+    if (record.get("config"), record.get("flags")) != (fit.config, list(fit.flags)):
+        raise ValueError(f"{run_dir} was fitted with other flags than {fit.name} asks for now ({record.get('flags')} vs "
+                         f"{list(fit.flags)}): give the grid another --runs-dir")
 
 
 def run_all(fits: Sequence[Fit], runs_dir: Path, jobs: int = 1, ranks: bool = True) -> dict[str, Path]:
@@ -115,12 +125,17 @@ class Outcome:
 def outcome(run_dir: Path) -> Outcome:
     summary = json.loads((run_dir / SUMMARY).read_text())
     test = {k: float(v) for k, v in json.loads((run_dir / TEST_METRICS).read_text()).items()}
-    wall = json.loads((run_dir / WALL).read_text())["wall_s"] if (run_dir / WALL).is_file() else float("nan")
+    wall = json.loads((run_dir / RECORD).read_text())["wall_s"] if (run_dir / RECORD).is_file() else float("nan")
     best = Path(summary.get("best_checkpoint") or "").name  # best-epoch=65-step=660.ckpt
     best_epoch = int(best.split("epoch=")[1].split("-")[0]) + 1 if "epoch=" in best else None
     return Outcome(str(run_dir), test, float(summary["best_score"]), int(summary["global_step"]),
                    int(summary["epochs"]), best_epoch, str(summary.get("status")),
                    float(summary["seconds_this_sitting"]), float(wall))
+
+
+def fit_minutes(outcomes: Sequence[Outcome]) -> str:
+    """'42 min of fit commands' (their recorded wall times summed: the grid's cost, however many sittings it took)."""
+    return f"{sum(o.wall_s for o in outcomes if o.wall_s == o.wall_s) / 60:.0f} min of fit commands"
 
 
 def validation_curve(run_dir: Path, metric: str) -> list[tuple[int, float]]:
@@ -130,23 +145,11 @@ def validation_curve(run_dir: Path, metric: str) -> list[tuple[int, float]]:
     return [(int(row["step"]), row[key]) for row in rows if key in row]
 
 
-def query_values(run_dir: str | Path, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(query indexes (Q,), per-query value of ``metric`` (Q,)) from the run's test ranks."""
-    kind, k = parse_metric(metric)
-    _, ranks = run_ranks(run_dir)
-    return ranks[:, 0], metric_values(kind, k, torch.from_numpy(ranks[:, 1])).numpy()
-
-
 def paired(runs: Sequence[str | Path], bases: Sequence[str | Path], metric: str) -> tuple[float, float]:
-    """mean(d) and its s.e. for d_q = mean over pairs (m(run, q) − m(base, q)); ``runs[i]`` pairs with ``bases[i]``."""
+    """mean(d) and its s.e. for d_q = mean over pairs (m(run, q) − m(base, q)); ``runs[i]`` pairs with ``bases[i]``
+    (``seqrec.tools.compare.paired`` on the runs' test ranks)."""
     if len(runs) != len(bases) or not runs:
         raise ValueError(f"paired needs as many runs as bases, at least one: {len(runs)} vs {len(bases)}")
-    differences = []
-    for run, base in zip(runs, bases, strict=True):
-        index, values = query_values(run, metric)
-        base_index, base_values = query_values(base, metric)
-        if not np.array_equal(index, base_index):
-            raise ValueError(f"{run} ranked other test queries than {base}: pair runs of the same data and split")
-        differences.append(values - base_values)
-    d = np.mean(differences, axis=0)  # (Q,)
-    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+    pairs = [(run_ranks(base)[1], run_ranks(run)[1]) for run, base in zip(runs, bases, strict=True)]
+    row = compare_paired(str(runs[0]), pairs, metric)
+    return row.difference, row.se

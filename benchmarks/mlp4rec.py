@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
-from benchmarks.fit_grid import Fit, Outcome, outcome, paired, run_all, validation_curve
+from benchmarks.fit_grid import Fit, Outcome, fit_minutes, outcome, paired, run_all, validation_curve
 from seqrec.atomic import write_json
 from seqrec.bench.report import load_average, machine_description, shown_command, write_section
 
@@ -74,7 +73,8 @@ def paired_lines(dirs: dict[str, Path], epochs: int, seed: int) -> list[str]:
     """Paired differences on the same test users, mean (s.e.), for the two questions the table asks."""
     pairs = [("features − no features", "mlp4rec", "mlp4rec_nofeatures"), ("MLP4Rec + features − SASRec", "mlp4rec", "sasrec")]
     lines = ["", f"Paired on the same 943 test users ({epochs} epochs, seed {seed}; mean difference (s.e.), "
-             "`benchmarks/fit_grid.py`):", "", "| difference | HR@10 | NDCG@10 | MRR@10 |", "|---|---|---|---|"]
+             "`benchmarks/fit_grid.py`). The s.e. covers the test users' sampling, not training's randomness "
+             "(one seed per model here; see the seed table below):", "", "| difference | HR@10 | NDCG@10 | MRR@10 |", "|---|---|---|---|"]
     for label, a, b in pairs:
         cells = []
         for metric in METRICS:
@@ -121,13 +121,13 @@ def main(argv: list[str] | None = None) -> dict[str, Outcome]:
     p.add_argument("--json", type=Path, default=Path("results/mlp4rec_ml100k.json"))
     args = p.parse_args(argv)
     command = shown_command("benchmarks.mlp4rec", argv if argv is not None else sys.argv[1:])
-    start, machine = time.perf_counter(), machine_description(threads=1)
+    machine = machine_description(threads=1)
     dirs = run_all(grid(args.epochs, args.short_epochs, args.seeds), args.runs_dir, args.jobs)
     done = {name: outcome(run) for name, run in dirs.items()}
     seed = args.seeds[0]
     lines = [f"Command: `{command}`  ",
              f"Machine: {machine}; {args.jobs} fit(s) at a time, 1 thread each; load average {load_average()} at the end; "
-             f"{(time.perf_counter() - start) / 60:.0f} min in all. \"fit s\" is "
+             f"{fit_minutes(list(done.values()))} in all. \"fit s\" is "
              "`fit_summary.json`'s `seconds_this_sitting`; \"wall s\" the whole command (data, fit, test).", "",
              *main_table(done, args.epochs, seed), *paired_lines(dirs, args.epochs, seed),
              *curve_table(dirs, args.epochs, seed), *short_table(done, args.short_epochs, args.seeds)]

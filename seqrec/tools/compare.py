@@ -8,14 +8,20 @@ d_q = m(r_run,q) − m(r_base,q); the report gives mean(d) and its paired standa
 with the normal 95% interval mean(d) ± 1.96 s.e. Pairing removes the spread of query difficulty that two
 unpaired means would carry, so it detects far smaller differences on the same queries.
 
-Assumption, stated because it matters: the s.e. treats queries as independent draws. Where a split has several
-queries per user (a temporal split), queries of one user are correlated and the true uncertainty is larger.
+Two limits, stated because they matter:
+- the s.e. treats queries as independent draws; where a split has several queries per user (a temporal split),
+  queries of one user are correlated and the true uncertainty is larger;
+- it measures the sampling of the test queries, not the randomness of training: two seeds of the same SASRec
+  config on ML-100k differ by +0.0131 NDCG@10 with a paired s.e. of 0.0051 (results/BASELINES.md). To say that
+  one configuration beats another, compare several seeds of each (``benchmarks.fit_grid.paired`` averages the
+  per-query differences over seed pairs).
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -59,18 +65,26 @@ def run_ranks(run: str | Path) -> tuple[Path, np.ndarray]:
     return run_dir, read_ranks_csv(path)
 
 
-def paired(run: str, base_ranks: np.ndarray, ranks: np.ndarray, metric: str) -> Paired:
-    """``metric`` of ``ranks`` against ``base_ranks`` (both (Q, 2) index/rank) on the queries both hold.
-
-    ValueError when the two share no query or hold different query sets (different data or split)."""
+def seed_averaged(pairs: Sequence[tuple[np.ndarray, np.ndarray]], metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-query ``metric`` of the bases and of the runs, each averaged over the (base, run) pairs of (Q, 2) rank tables
+    (one pair per seed): ((Q,), (Q,)). ValueError when a pair holds different query sets (other data or split)."""
     kind, k = parse_metric(metric)
-    if not np.array_equal(base_ranks[:, 0], ranks[:, 0]):
-        raise ValueError(f"{run} ranked other test queries than the base run ({len(ranks)} vs {len(base_ranks)} "
-                         "queries): compare runs of the same data, split and seed of the data")
-    if len(ranks) == 0:
-        raise ValueError(f"{run} and the base run ranked no test query")
-    base = metric_values(kind, k, torch.from_numpy(base_ranks[:, 1])).numpy()  # (Q,)
-    value = metric_values(kind, k, torch.from_numpy(ranks[:, 1])).numpy()  # (Q,)
+    bases, values = [], []
+    for base, ranks in pairs:
+        if not np.array_equal(base[:, 0], ranks[:, 0]):
+            raise ValueError(f"a run ranked other test queries than its base ({len(ranks)} vs {len(base)} queries): "
+                             "compare runs of the same data, split and seed of the data")
+        bases.append(metric_values(kind, k, torch.from_numpy(base[:, 1])).numpy())
+        values.append(metric_values(kind, k, torch.from_numpy(ranks[:, 1])).numpy())
+    if not pairs or len(bases[0]) == 0:
+        raise ValueError("no test query to compare")
+    return np.mean(bases, axis=0), np.mean(values, axis=0)
+
+
+def paired(run: str, pairs: Sequence[tuple[np.ndarray, np.ndarray]], metric: str) -> Paired:
+    """``metric`` of the runs against their bases over the queries both ranked: d_q = mean over the pairs of
+    m(run, q) − m(base, q), the difference mean(d) and its s.e. std(d, ddof=1)/√Q (module docstring)."""
+    base, value = seed_averaged(pairs, metric)  # (Q,), (Q,)
     diff = value - base  # (Q,)
     se = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else float("nan")
     return Paired(run, metric, len(diff), float(base.mean()), float(value.mean()), float(diff.mean()), se)
@@ -82,7 +96,7 @@ def compare(base: str | Path, runs: list[str | Path], metrics: list[str]) -> lis
     rows = []
     for run in runs:
         run_dir, ranks = run_ranks(run)
-        rows.extend(paired(str(run_dir), base_ranks, ranks, metric) for metric in metrics)
+        rows.extend(paired(str(run_dir), [(base_ranks, ranks)], metric) for metric in metrics)
     return rows
 
 

@@ -55,3 +55,26 @@ def test_a_rows_fit_sets_its_flags_and_seed():
     assert flags["--seed_everything"] == "7" and flags["--trainer.max_epochs"] == "3" and flags["--threads"] == "1"
     assert row.net_kwargs() == {"schedule": "power_law", "hidden_sizes": [64], "lrd_d": 0.05, "min_hidden": 16}
     assert rows()["gru64_L10"].net_kwargs()["max_len"] == 10
+    assert "--trainer.max_epochs" not in row.fit(7, 0).flags  # 0: the protocol's budget (early stopping)
+    assert evornn.budget(0) == "early stopping" and evornn.budget(3) == "3 epochs"
+
+
+def test_a_runs_window_comes_from_the_data_as_the_config_links_it(tmp_path):
+    """config.yaml holds the window once, under data (the net's max_len is linked to it): a run with
+    --data.init_args.max_len 10 costs 10 steps of the GRU, not the net default's 50."""
+    import json
+
+    import yaml
+
+    run = tmp_path / "gru64_L10_s42" / "version_0"
+    run.mkdir(parents=True)
+    config = {"model": {"init_args": {"net": {"init_args": {"d_model": 64, "schedule": "segments",
+                                                            "hidden_sizes": [64], "segment_lengths": []}}}},
+              "data": {"init_args": {"max_len": 10}}}
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    (run / "fit_summary.json").write_text(json.dumps({"best_score": 0.05, "global_step": 9, "epochs": 3,
+                                                      "seconds_this_sitting": 1.0, "status": "max_epochs"}))
+    (run / "test_metrics.json").write_text(json.dumps({"test/map@20": 0.04}))
+    result = evornn.read_result(rows()["gru64_L10"], 42, run)
+    assert result.max_len == 10 and result.macs == 10 * 3 * 64 * 128
+    assert result.schedule == "h=64 for τ 1..10" and result.test == 0.04 and result.val == 0.05

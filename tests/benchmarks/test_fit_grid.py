@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from benchmarks import fit_grid
-from seqrec.metrics.query_ranks import write_ranks_csv
+from seqrec.metrics.query_ranks import read_ranks_csv, write_ranks_csv
 
 
 def ranks_run(root, name, ranks):
@@ -39,21 +39,24 @@ def test_a_grid_fits_once_and_reads_back(ml100k_root, tmp_path):
     fits = [fit_grid.Fit(f"tiny_s{seed}", "sasrec_ml100k.yaml", (*common, "--seed_everything", str(seed)))
             for seed in (1, 2)]
     dirs = fit_grid.run_all(fits, tmp_path, jobs=2)
-    walls = {name: (run / fit_grid.WALL).read_text() for name, run in dirs.items()}
+    walls = {name: (run / fit_grid.RECORD).read_text() for name, run in dirs.items()}
     for run in dirs.values():
         done = fit_grid.outcome(run)
         assert done.steps > 0 and done.wall_s > 0 and "test/ndcg@10" in done.test
         assert done.epochs == 2 and done.best_epoch in (1, 2) and done.status == "max_epochs"
         steps = [step for step, _ in fit_grid.validation_curve(run, "ndcg@10")]
         assert len(steps) >= 2 and steps == sorted(set(steps))  # one validation per epoch, in order
-        index, hits = fit_grid.query_values(run, "hr@10")
-        assert hits.mean() == pytest.approx(done.test["test/hr@10"], abs=1e-6)
+        ranks = read_ranks_csv(run / "test_ranks.csv")  # (Q, 2): the queries' ranks give the test metric
+        assert (ranks[:, 1] <= 10).mean() == pytest.approx(done.test["test/hr@10"], abs=1e-6)
     mean, _ = fit_grid.paired([dirs["tiny_s2"]], [dirs["tiny_s1"]], "ndcg@10")
     expected = fit_grid.outcome(dirs["tiny_s2"]).test["test/ndcg@10"] - fit_grid.outcome(dirs["tiny_s1"]).test["test/ndcg@10"]
     assert mean == pytest.approx(expected, abs=1e-6)
     again = fit_grid.run_all(fits, tmp_path, jobs=1)
-    assert again == dirs and {name: (run / fit_grid.WALL).read_text() for name, run in again.items()} == walls
+    assert again == dirs and {name: (run / fit_grid.RECORD).read_text() for name, run in again.items()} == walls
     bad = fit_grid.Fit("bad", "sasrec_ml100k.yaml", (*common, "--model.net.no_such_flag", "1"))
     with pytest.raises(RuntimeError, match="bad failed .*logs/bad.log"):
         fit_grid.run_all([bad], tmp_path)
     assert json.loads(walls["tiny_s1"])["resumed"] is False
+    changed = fit_grid.Fit("tiny_s1", "sasrec_ml100k.yaml", (*common, "--seed_everything", "3"))
+    with pytest.raises(ValueError, match="other flags"):  # a tested run is never reused for another fit
+        fit_grid.run_all([changed], tmp_path)

@@ -15,7 +15,7 @@ from seqrec.tools.compare import paired
 def test_paired_difference_and_standard_error_by_hand():
     base = np.array([[0, 1], [1, 4], [2, 30]])
     run = np.array([[0, 2], [1, 1], [2, 30]])
-    row = paired("run", base, run, "mrr@10")
+    row = paired("run", [(base, run)], "mrr@10")
     d = np.array([0.5 - 1.0, 1.0 - 0.25, 0.0])  # per-query MRR@10 differences
     assert row.queries == 3
     assert row.base == pytest.approx((1 + 0.25 + 0) / 3) and row.value == pytest.approx((0.5 + 1 + 0) / 3)
@@ -27,7 +27,7 @@ def test_paired_difference_and_standard_error_by_hand():
 
 def test_other_queries_are_refused():
     with pytest.raises(ValueError, match="other test queries"):
-        paired("run", np.array([[0, 1], [1, 2]]), np.array([[0, 1], [2, 2]]), "hr@10")
+        paired("run", [(np.array([[0, 1], [1, 2]]), np.array([[0, 1], [2, 2]]))], "hr@10")
 
 
 def test_fit_writes_ranks_and_compare_pairs_two_runs(tiny_fit, tmp_path, capsys):
