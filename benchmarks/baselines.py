@@ -15,9 +15,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from benchmarks.fit_grid import Fit, Outcome, fit_minutes, outcome, paired, run_all
-from seqrec.atomic import write_json
-from seqrec.bench.report import load_average, machine_description, shown_command, write_section
+from benchmarks.fit_grid import Fit, Outcome, outcome, paired, publish, run_all
+from seqrec.bench.report import machine_description, shown_command
 
 CONFIG = "sasrec_ml100k.yaml"
 METRICS = ("hr@10", "ndcg@10", "mrr@10", "hr@20", "ndcg@20", "map@20")
@@ -72,12 +71,7 @@ def main(argv: list[str] | None = None) -> dict[str, Outcome]:
     machine = machine_description()
     dirs = run_all([*(sasrec_fit(s) for s in args.seeds), POPULARITY], args.runs_dir, jobs=1)
     done = {name: outcome(run) for name, run in dirs.items()}
-    lines = [f"Command: `{command}`  ",
-             f"Machine: {machine}; fits one at a time; load average {load_average()} at the end; "
-             f"{fit_minutes(list(done.values()))} in all.", "", *report(done, args.seeds)]
-    write_section(args.out, TITLE, "\n".join(lines))
-    write_json(args.json, {"command": command, "runs": {name: vars(o) for name, o in done.items()}})
-    print("\n".join(lines))
+    print(publish(args.out, TITLE, args.json, command, machine, 1, done, report(done, args.seeds)))
     return done
 
 

@@ -1,7 +1,7 @@
 """EvoRNN against fixed GRUs on ML-100k's temporal split: test MAP@20 against MACs per sequence, paired per query.
 
-    python -m benchmarks.evornn [--runs-dir runs/evornn_bench/<budget>] [--seeds 42 7] [--epochs 3|0] [--jobs 1]
-                                [--out results/EVORNN.md] [--json results/evornn_ml100k.json]
+    python -m benchmarks.evornn [--epochs 3|0] [--seeds 42 7] [--jobs 1] [--rows NAME ...]
+                                [--runs-dir runs/evornn_bench/<3ep|early_stopping>] [--out results/EVORNN.md]
 
 Every row of ``ROWS`` is ``evornn_ml100k.yaml`` (the protocol: global temporal split, MAP@20 over the full
 catalogue, best validation MAP@20 tested) with the row's schedule flags, trained ``--epochs`` epochs per seed (0: the
@@ -32,9 +32,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from benchmarks.fit_grid import Fit, fit_minutes, outcome, paired, run_all
-from seqrec.atomic import write_json
-from seqrec.bench.report import load_average, machine_description, shown_command, write_section
+from benchmarks.fit_grid import Fit, outcome, paired, publish, run_all
+from seqrec.bench.report import machine_description, shown_command
 from seqrec.models.next_item.evornn import EvoRNN
 from seqrec.run_files import CONFIG
 
@@ -175,22 +174,15 @@ def table(rows: list[Row], results: dict[tuple[str, int], Result], seeds: list[i
     return lines
 
 
-def section(lines: list[str], command: str, seeds: list[int], epochs: int, jobs: int, machine: str,
-            end_load: str, cost: str) -> str:
-    return "\n".join([
-        f"Command: `{command}`  ",
-        f"Machine: {machine}; {jobs} run(s) at a time, 1 thread each; load average {end_load} at the end; "
-        f"{cost} in all. {budget(epochs)} per run, seeds {', '.join(map(str, seeds))}; the checkpoint "
-        "with the best validation MAP@20 is tested.",
-        "",
-        *lines,
-        "",
-        "\"paired s.e.\": d_q = mean over the seeds of (AP@20 of the row − AP@20 of GRU-64 with the same seed) on each test "
-        "query; the column is mean(d) (s.e. std(d)/√Q). It covers the sampling of the test queries only: queries "
-        "come from few users (several each), and the training's randomness (compare the two seed columns) is not in "
-        "it, so the true uncertainty is larger. Wall times cover the whole command (data, fit, validation, test, MACs probes) with "
-        f"{jobs} run(s) sharing the cores: compare MACs, not seconds.",
-    ])
+def notes(seeds: list[int], epochs: int, jobs: int) -> list[str]:
+    """What the table's columns mean, under it."""
+    return [f"{budget(epochs)} per run, seeds {', '.join(map(str, seeds))}, 1 thread each; the checkpoint with the best "
+            "validation MAP@20 is tested.", "",
+            "\"paired s.e.\": d_q = mean over the seeds of (AP@20 of the row − AP@20 of GRU-64 with the same seed) on each "
+            "test query; the column is mean(d) (s.e. std(d)/√Q). It covers the sampling of the test queries only: "
+            "queries come from few users (several each), and the training's randomness (compare the two seed columns) "
+            "is not in it, so the true uncertainty is larger. Wall times cover the whole command (data, fit, validation, "
+            f"test, MACs probes) with {jobs} fit(s) sharing the cores: compare MACs, not seconds."]
 
 
 def main(argv: list[str] | None = None) -> dict[tuple[str, int], Result]:
@@ -201,9 +193,10 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Result]:
     p.add_argument("--jobs", type=int, default=1, help="runs side by side (default 1)")
     p.add_argument("--rows", nargs="+", default=None, help=f"a subset of rows (always with {REFERENCE})")
     p.add_argument("--out", type=Path, default=Path("results/EVORNN.md"))
-    p.add_argument("--json", type=Path, default=Path("results/evornn_ml100k.json"))
+    p.add_argument("--json", type=Path, default=None, help="default results/evornn_ml100k_<3ep|early_stopping>.json")
     args = p.parse_args(argv)
-    runs_dir = args.runs_dir or Path("runs/evornn_bench") / (f"{args.epochs}ep" if args.epochs else "early_stopping")
+    tag = f"{args.epochs}ep" if args.epochs else "early_stopping"
+    runs_dir = args.runs_dir or Path("runs/evornn_bench") / tag
     rows = ROWS
     if args.rows:
         unknown = set(args.rows) - {r.name for r in ROWS}
@@ -215,11 +208,10 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Result]:
     jobs = [(row, seed) for seed in args.seeds for row in rows]
     dirs = run_all([row.fit(seed, args.epochs) for row, seed in jobs], runs_dir, args.jobs)
     results = {(row.name, seed): read_result(row, seed, dirs[row.fit(seed, args.epochs).name]) for row, seed in jobs}
-    text = section(table(rows, results, args.seeds), command, args.seeds, args.epochs, args.jobs, machine,
-                   load_average(), fit_minutes([outcome(dirs[row.fit(seed, args.epochs).name]) for row, seed in jobs]))
-    write_section(args.out, TITLE.format(budget=budget(args.epochs)), text)
-    write_json(args.json, {"command": command, "results": [vars(r) for r in results.values()]})
-    print(text)
+    outcomes = {row.fit(seed, args.epochs).name: outcome(dirs[row.fit(seed, args.epochs).name]) for row, seed in jobs}
+    body = [*notes(args.seeds, args.epochs, args.jobs), "", *table(rows, results, args.seeds)]
+    print(publish(args.out, TITLE.format(budget=budget(args.epochs)), args.json or Path(f"results/evornn_ml100k_{tag}.json"),
+                  command, machine, args.jobs, outcomes, body, {"results": [vars(r) for r in results.values()]}))
     return results
 
 

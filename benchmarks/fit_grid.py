@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seqrec.atomic import write_json
+from seqrec.bench.report import load_average, write_section
 from seqrec.loggers.report import read_csv_rows
 from seqrec.run_files import (
     CHECKPOINTS,
@@ -153,3 +154,19 @@ def paired(runs: Sequence[str | Path], bases: Sequence[str | Path], metric: str)
     pairs = [(run_ranks(base)[1], run_ranks(run)[1]) for run, base in zip(runs, bases, strict=True)]
     row = compare_paired(str(runs[0]), pairs, metric)
     return row.difference, row.se
+
+
+def publish(out: Path, title: str, json_path: Path, command: str, machine: str, jobs: int,
+            outcomes: dict[str, Outcome], body: list[str], extra: dict | None = None) -> str:
+    """Write a grid's ``## <title>`` section of ``out`` (command, machine, cost, then ``body``) and its raw figures to
+    ``json_path``; returns the section's text. ``extra``: more JSON (e.g. a table's derived rows)."""
+    text = "\n".join([
+        f"Command: `{command}`  ",
+        f"Machine: {machine}; {jobs} fit(s) at a time; load average {load_average()} at the end; "
+        f"{fit_minutes(list(outcomes.values()))} in all.",
+        "",
+        *body,
+    ])
+    write_section(out, title, text)
+    write_json(json_path, {"command": command, "runs": {name: vars(o) for name, o in outcomes.items()}, **(extra or {})})
+    return text

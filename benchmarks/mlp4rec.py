@@ -20,9 +20,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchmarks.fit_grid import Fit, Outcome, fit_minutes, outcome, paired, run_all, validation_curve
-from seqrec.atomic import write_json
-from seqrec.bench.report import load_average, machine_description, shown_command, write_section
+from benchmarks.fit_grid import Fit, Outcome, outcome, paired, publish, run_all, validation_curve
+from seqrec.bench.report import machine_description, shown_command
 
 TITLE = "Results"
 METRICS = ("hr@10", "ndcg@10", "mrr@10")
@@ -125,15 +124,10 @@ def main(argv: list[str] | None = None) -> dict[str, Outcome]:
     dirs = run_all(grid(args.epochs, args.short_epochs, args.seeds), args.runs_dir, args.jobs)
     done = {name: outcome(run) for name, run in dirs.items()}
     seed = args.seeds[0]
-    lines = [f"Command: `{command}`  ",
-             f"Machine: {machine}; {args.jobs} fit(s) at a time, 1 thread each; load average {load_average()} at the end; "
-             f"{fit_minutes(list(done.values()))} in all. \"fit s\" is "
-             "`fit_summary.json`'s `seconds_this_sitting`; \"wall s\" the whole command (data, fit, test).", "",
-             *main_table(done, args.epochs, seed), *paired_lines(dirs, args.epochs, seed),
-             *curve_table(dirs, args.epochs, seed), *short_table(done, args.short_epochs, args.seeds)]
-    write_section(args.out, TITLE, "\n".join(lines))
-    write_json(args.json, {"command": command, "runs": {name: vars(o) for name, o in done.items()}})
-    print("\n".join(lines))
+    body = ["\"fit s\" is `fit_summary.json`'s `seconds_this_sitting`; \"wall s\" the whole command (data, fit, test); "
+            "1 thread per fit.", "", *main_table(done, args.epochs, seed), *paired_lines(dirs, args.epochs, seed),
+            *curve_table(dirs, args.epochs, seed), *short_table(done, args.short_epochs, args.seeds)]
+    print(publish(args.out, TITLE, args.json, command, machine, args.jobs, done, body))
     return done
 
 

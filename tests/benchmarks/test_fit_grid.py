@@ -60,3 +60,18 @@ def test_a_grid_fits_once_and_reads_back(ml100k_root, tmp_path):
     changed = fit_grid.Fit("tiny_s1", "sasrec_ml100k.yaml", (*common, "--seed_everything", "3"))
     with pytest.raises(ValueError, match="other flags"):  # a tested run is never reused for another fit
         fit_grid.run_all([changed], tmp_path)
+
+
+def test_publish_writes_the_section_and_the_raw_figures(tmp_path):
+    out, raw = tmp_path / "R.md", tmp_path / "r.json"
+    out.write_text("# R\n\n## Kept\n\nprose\n\n## Results\n\nold\n")
+    done = {"a_s1": fit_grid.Outcome("runs/a", {"test/hr@10": 0.5}, 0.4, 10, 2, 1, "max_epochs", 30.0, 90.0),
+            "b_s1": fit_grid.Outcome("runs/b", {"test/hr@10": 0.6}, 0.5, 10, 2, 2, "max_epochs", 20.0, 30.0)}
+    text = fit_grid.publish(out, "Results", raw, "python -m benchmarks.x", "a machine", 2, done, ["| t |"],
+                            {"extra": [1]})
+    assert "2 fit(s) at a time" in text and "2 min of fit commands in all" in text and text.endswith("| t |")
+    written = out.read_text()
+    assert "## Kept\n\nprose" in written and "old" not in written and "| t |" in written
+    payload = json.loads(raw.read_text())
+    assert payload["command"] == "python -m benchmarks.x" and payload["extra"] == [1]
+    assert payload["runs"]["b_s1"]["wall_s"] == 30.0
