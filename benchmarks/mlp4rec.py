@@ -1,10 +1,12 @@
 """MLP4Rec (with and without item features), SASRec and GRU4Rec on ML-100k under MLP4Rec's protocol: results/MLP4REC.md.
 
     python -m benchmarks.mlp4rec [--runs-dir runs/mlp4rec_bench] [--epochs 3] [--short-epochs 1]
-                                 [--seeds 2022 2023] [--jobs 1] [--out results/MLP4REC.md]
+                                 [--seeds 2022 2023 2024] [--jobs 1] [--out results/MLP4REC.md]
 
 The fits (``benchmarks.fit_grid``, resumable), each ``--threads 1`` with validation every quarter epoch:
 - the main table: every model for ``--epochs`` epochs with the first seed, and the popularity floor;
+- the features table: both MLP4Rec variants (with and without item features) for ``--epochs`` epochs with every
+  seed, paired per seed and over the seeds;
 - the short table: every model for ``--short-epochs`` epochs with the first seed, and both MLP4Rec variants with
   each further seed (MLP4Rec's early plateau has a seed-dependent length).
 
@@ -17,6 +19,8 @@ The ``## Results`` section of ``--out`` is rewritten; the other sections (the pr
 from __future__ import annotations
 
 import argparse
+import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -45,12 +49,16 @@ def model_fit(model: str, epochs: int, seed: int) -> Fit:
                                                       "--seed_everything", str(seed)))
 
 
+VARIANTS = ("mlp4rec", "mlp4rec_nofeatures")  # with and without item features
+
+
 def grid(epochs: int, short_epochs: int, seeds: list[int]) -> list[Fit]:
     main_seed, *others = seeds
     fits = [model_fit(m, epochs, main_seed) for m in MODELS]
+    fits += [model_fit(m, epochs, s) for s in others for m in VARIANTS]
     if short_epochs != epochs:
         fits += [model_fit(m, short_epochs, main_seed) for m in MODELS]
-    fits += [model_fit(m, short_epochs, s) for s in others for m in ("mlp4rec", "mlp4rec_nofeatures")]
+        fits += [model_fit(m, short_epochs, s) for s in others for m in VARIANTS]
     return [*fits, POPULARITY]
 
 
@@ -70,16 +78,47 @@ def main_table(done: dict[str, Outcome], epochs: int, seed: int) -> list[str]:
 
 def paired_lines(dirs: dict[str, Path], epochs: int, seed: int) -> list[str]:
     """Paired differences on the same test users, mean (s.e.), for the two questions the table asks."""
-    pairs = [("features − no features", "mlp4rec", "mlp4rec_nofeatures"), ("MLP4Rec + features − SASRec", "mlp4rec", "sasrec")]
+    pairs = [("features − no features", *VARIANTS), ("MLP4Rec + features − SASRec", "mlp4rec", "sasrec")]
     lines = ["", f"Paired on the same 943 test users ({epochs} epochs, seed {seed}; mean difference (s.e.), "
              "`benchmarks/fit_grid.py`). The s.e. covers the test users' sampling, not training's randomness "
-             "(one seed per model here; see the seed table below):", "", "| difference | HR@10 | NDCG@10 | MRR@10 |", "|---|---|---|---|"]
+             "(one seed per model here; the features table below repeats the first pair over seeds):", "", "| difference | HR@10 | NDCG@10 | MRR@10 |", "|---|---|---|---|"]
     for label, a, b in pairs:
         cells = []
         for metric in METRICS:
             mean, se = paired([dirs[model_fit(a, epochs, seed).name]], [dirs[model_fit(b, epochs, seed).name]], metric)
             cells.append(f"{mean:+.4f} ({se:.4f})")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def features_table(done: dict[str, Outcome], dirs: dict[str, Path], epochs: int, seeds: list[int]) -> list[str]:
+    """Features − no features per seed (paired on the test users), and over the seeds two ways: the paired s.e. of
+    the seed-averaged per-user differences (test sampling only) and std/√S of the per-seed differences (training's
+    randomness and test sampling together, from S seeds)."""
+    lines = ["", f"### Do features help? {epochs} epochs, {len(seeds)} seed(s)", "",
+             "| seed | " + " | ".join(f"{m.upper()} with / without | difference (paired s.e.)" for m in METRICS) + " |",
+             "|---|" + "---|---|" * len(METRICS)]
+    runs = {v: [dirs[model_fit(v, epochs, s).name] for s in seeds] for v in VARIANTS}
+    per_seed: dict[str, list[float]] = {m: [] for m in METRICS}
+    for i, seed in enumerate(seeds):
+        cells = []
+        for m in METRICS:
+            with_, without = (done[model_fit(v, epochs, seed).name].test[f"test/{m}"] for v in VARIANTS)
+            diff, se = paired([runs[VARIANTS[0]][i]], [runs[VARIANTS[1]][i]], m)
+            per_seed[m].append(diff)
+            cells.append(f"{with_:.4f} / {without:.4f} | {diff:+.4f} ({se:.4f})")
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    if len(seeds) > 1:
+        cells = []
+        for m in METRICS:
+            with_, without = (statistics.mean(done[model_fit(v, epochs, s).name].test[f"test/{m}"] for s in seeds)
+                              for v in VARIANTS)
+            diff, se = paired(runs[VARIANTS[0]], runs[VARIANTS[1]], m)
+            spread = statistics.stdev(per_seed[m]) / math.sqrt(len(seeds))
+            cells.append(f"{with_:.4f} / {without:.4f} | {diff:+.4f} ({se:.4f}; over seeds {spread:.4f})")
+        lines.append(f"| **mean of {len(seeds)}** | " + " | ".join(cells) + " |")
+        lines += ["", "The last row's first s.e. pairs the users (test sampling only); the second is the standard "
+                  "deviation of the per-seed differences over √seeds, which also holds training's randomness."]
     return lines
 
 
@@ -114,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict[str, Outcome]:
     p.add_argument("--runs-dir", type=Path, default=Path("runs/mlp4rec_bench"))
     p.add_argument("--epochs", type=int, default=3, help="epochs of the main table (default 3: the CPU budget)")
     p.add_argument("--short-epochs", type=int, default=1, help="epochs of the seed table (default 1)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[2022, 2023], help="the first is the main table's")
+    p.add_argument("--seeds", type=int, nargs="+", default=[2022, 2023, 2024], help="the first is the main table's")
     p.add_argument("--jobs", type=int, default=1, help="fits side by side (default 1; wall times then share the cores)")
     p.add_argument("--out", type=Path, default=Path("results/MLP4REC.md"))
     p.add_argument("--json", type=Path, default=Path("results/mlp4rec_ml100k.json"))
@@ -126,7 +165,8 @@ def main(argv: list[str] | None = None) -> dict[str, Outcome]:
     seed = args.seeds[0]
     body = ["\"fit s\" is `fit_summary.json`'s `seconds_this_sitting`; \"wall s\" the whole command (data, fit, test); "
             "1 thread per fit.", "", *main_table(done, args.epochs, seed), *paired_lines(dirs, args.epochs, seed),
-            *curve_table(dirs, args.epochs, seed), *short_table(done, args.short_epochs, args.seeds)]
+            *curve_table(dirs, args.epochs, seed), *features_table(done, dirs, args.epochs, args.seeds),
+            *short_table(done, args.short_epochs, args.seeds)]
     print(publish(args.out, TITLE, args.json, command, machine, args.jobs, done, body))
     return done
 

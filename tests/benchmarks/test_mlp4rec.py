@@ -6,12 +6,41 @@ from benchmarks import mlp4rec
 def test_grid_holds_every_table_cell_once():
     fits = mlp4rec.grid(3, 1, [2022, 2023])
     names = [fit.name for fit in fits]
-    assert len(names) == len(set(names)) == 4 + 4 + 2 + 1
-    assert {"mlp4rec_3ep_s2022", "gru4rec_1ep_s2022", "mlp4rec_nofeatures_1ep_s2023", "popularity"} <= set(names)
-    assert "sasrec_1ep_s2023" not in names  # further seeds only for the two MLP4Rec variants
+    assert len(names) == len(set(names)) == 4 + 2 + 4 + 2 + 1
+    assert {"mlp4rec_3ep_s2022", "mlp4rec_nofeatures_3ep_s2023", "gru4rec_1ep_s2022", "mlp4rec_nofeatures_1ep_s2023",
+            "popularity"} <= set(names)
+    assert "sasrec_1ep_s2023" not in names and "sasrec_3ep_s2023" not in names  # further seeds: the MLP4Rec variants
     flags = dict(zip(*[iter(mlp4rec.model_fit("mlp4rec_nofeatures", 3, 2022).flags)] * 2, strict=True))
     assert flags["--data.init_args.features"] == "null" and flags["--model.net.d_model"] == "32"
     assert flags["--trainer.max_epochs"] == "3" and flags["--seed_everything"] == "2022"
     assert flags["--trainer.val_check_interval"] == "0.25" and flags["--threads"] == "1"
     same = mlp4rec.grid(3, 3, [2022])  # equal epochs: the short table reuses the main fits
     assert len(same) == 4 + 1
+
+
+def test_features_table_pairs_each_seed_and_the_seeds(tmp_path):
+    """Per seed: the paired difference; over seeds: the seed-averaged pairing and the spread of the seeds' differences."""
+    import numpy as np
+
+    from benchmarks.fit_grid import Outcome
+    from seqrec.metrics.query_ranks import write_ranks_csv
+
+    ranks = {("mlp4rec", 1): [1, 20, 3], ("mlp4rec_nofeatures", 1): [2, 20, 30],
+             ("mlp4rec", 2): [1, 1, 3], ("mlp4rec_nofeatures", 2): [1, 5, 3]}
+    done, dirs = {}, {}
+    for (variant, seed), values in ranks.items():
+        name = mlp4rec.model_fit(variant, 3, seed).name
+        run = tmp_path / name
+        run.mkdir()
+        (run / "config.yaml").write_text("{}\n")
+        write_ranks_csv(run / "test_ranks.csv", np.array([[q, r] for q, r in enumerate(values)]))
+        hits = float(np.mean(np.array(values) <= 10))
+        done[name] = Outcome(str(run), {"test/hr@10": hits, "test/ndcg@10": 0.0, "test/mrr@10": 0.0}, 0.0, 1, 3, 3,
+                             "max_epochs", 1.0, 1.0)
+        dirs[name] = run
+    lines = mlp4rec.features_table(done, dirs, 3, [1, 2])
+    seed1, seed2, mean = (line for line in lines if line.startswith(("| 1 ", "| 2 ", "| **mean")))
+    assert seed1.split(" | ")[1:3] == ["0.6667 / 0.3333", "+0.3333 (0.3333)"]  # HR@10: query 2 hit only with features
+    assert seed2.split(" | ")[1:3] == ["1.0000 / 1.0000", "+0.0000 (0.0000)"]
+    # over seeds: d = (0, 0, 1/2) per query averaged over the seeds; per-seed differences 1/3 and 0 -> std/√2 = 1/6
+    assert mean.split(" | ")[1:3] == ["0.8333 / 0.6667", "+0.1667 (0.1667; over seeds 0.1667)"]
