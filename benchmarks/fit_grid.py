@@ -1,13 +1,15 @@
 """A grid of named fits, each one ``python -m seqrec.fit`` command, run resumably and read back for a results table.
 
-The results files built from several fits (``benchmarks.evornn``, ``benchmarks.mlp4rec``) share this: each fit's run
-directory is ``<runs_dir>/<name>/version_N``; a run that holds its test ranks is read, not trained again; one with a
-``last.ckpt`` and no test continues from it (``--ckpt_path last``). Their tables go into one ``## <title>`` section
-of the results file (``seqrec.bench.report.write_section``), so the other sections, the prose, are kept.
+The results files built from several fits (``benchmarks.baselines``, ``benchmarks.evornn``, ``benchmarks.mlp4rec``)
+share this: each fit's run directory is ``<runs_dir>/<name>/version_N``; a run that holds its test ranks is read, not
+trained again (``grid.json`` records the fit's config and flags, and a run made with other flags is refused rather
+than reused); one with a ``last.ckpt`` and no test continues from it (``--ckpt_path last``). Their tables go into one
+``## <title>`` section of the results file (``publish``: ``seqrec.bench.report.write_section``), so the other
+sections, the prose, are kept.
 
-Paired differences (``paired``): for runs A_s and B_s over seeds s, each ranked on the same test queries,
-d_q = mean_s (m(A_s, q) − m(B_s, q)) and the figure is mean(d) with s.e. std(d, ddof=1)/√Q, queries taken as
-independent (a lower bound where a user has several queries).
+Paired differences (``paired``, ``seqrec.tools.compare``): for runs A_s and B_s over seeds s, each ranked on the same
+test queries, d_q = mean_s (m(A_s, q) − m(B_s, q)) and the figure is mean(d) with s.e. std(d, ddof=1)/√Q. The s.e.
+covers the test queries' sampling only (taken as independent), not training's randomness.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ import torch
 from seqrec.atomic import write_json
 from seqrec.metrics.query_ranks import read_ranks_csv
 from seqrec.metrics.ranking import metric_values, parse_metric
-from seqrec.run_files import TEST_RANKS
-from seqrec.runs import find_run_dir
+from seqrec.run_files import CONFIG, TEST_RANKS
+from seqrec.runs import best_checkpoint, find_run_dir
 
 Z95 = 1.959964  # two-sided 95% quantile of the standard normal
 
@@ -60,8 +60,10 @@ def run_ranks(run: str | Path) -> tuple[Path, np.ndarray]:
     run_dir = find_run_dir(run)
     path = run_dir / TEST_RANKS
     if not path.is_file():
-        raise FileNotFoundError(f"{run_dir} has no {TEST_RANKS}: test it again with python -m seqrec test --config "
-                                f"{run_dir}/config.yaml --ckpt_path best (runs tested before per-query ranks were kept)")
+        best = best_checkpoint(run_dir)
+        how = (f"test it again (python -m seqrec test --config {run_dir / CONFIG} --ckpt_path {best}) and compare the "
+               "run directory that writes" if best else "fit it again")
+        raise FileNotFoundError(f"{run_dir} has no {TEST_RANKS} (tested before per-query ranks were kept): {how}")
     return run_dir, read_ranks_csv(path)
 
 

@@ -53,5 +53,14 @@ def test_fit_writes_ranks_and_compare_pairs_two_runs(tiny_fit, tmp_path, capsys)
     (runs[1] / "test_ranks.csv").unlink()
     with pytest.raises(SystemExit):
         cli_main(["compare", str(runs[0]), str(runs[1])])
-    assert "has no test_ranks.csv" in capsys.readouterr().err
+    message = capsys.readouterr().err
+    assert "has no test_ranks.csv" in message
+    # the fix it names works: seqrec test of that checkpoint writes a run directory holding the same ranks
+    hint = message.split("(python -m seqrec ", 1)[1].split(")", 1)[0].split()
+    assert hint[0] == "test"
+    retested = cli_main(hint)
+    again = tmp_path / "s2" / "sasrec_ml100k" / "version_1"
+    assert retested["test/hr@10"] == pytest.approx(results[2]["test/hr@10"], abs=1e-6)
+    rows = cli_main(["compare", str(runs[0]), str(again), "--metrics", "hr@10"])
+    assert rows[0].difference == pytest.approx(results[2]["test/hr@10"] - results[1]["test/hr@10"], abs=1e-6)
 
