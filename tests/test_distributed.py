@@ -22,6 +22,7 @@ from seqrec.data.sources.movielens import MovieLens100K
 from seqrec.datamodules.loaders import FlaggedPadding, eval_shards
 from seqrec.datamodules.next_item import NextItemDataModule
 from seqrec.fit import main
+from seqrec.metrics.query_ranks import read_ranks_csv
 from seqrec.models.next_item.sasrec import SASRec
 from seqrec.tasks.next_item import NextItemTask
 from tests.conftest import tiny_fit_args, write_ml100k
@@ -88,12 +89,13 @@ def test_popularity_refuses_several_processes(tmp_path, capsys):
     assert re.search(r"^error: .*no trainable parameters.*one process", capsys.readouterr().err, re.M)
 
 
-def evaluate_in_one_process(run_dir: Path, checkpoint: str, out: Path) -> dict[str, float]:
-    """Test ``checkpoint`` with the run's own config.yaml, in this process (no strategy, one device)."""
+def evaluate_in_one_process(run_dir: Path, checkpoint: str, out: Path) -> tuple[dict[str, float], np.ndarray]:
+    """Test ``checkpoint`` with the run's own config.yaml, in this process (no strategy, one device): the metrics
+    and the (Q, 2) per-query ranks."""
     run = build(["--config", str(run_dir / "config.yaml"), "--trainer.strategy", "auto", "--trainer.devices", "1",
                  "--trainer.logger", "false", "--trainer.default_root_dir", str(out), "--threads", "1"])
     [result] = run.trainer.test(run.task, datamodule=run.datamodule, ckpt_path=checkpoint, verbose=False)
-    return result
+    return result, run.task.last_test_ranks.numpy()
 
 
 @pytest.mark.slow  # a 2-process DDP fit in a subprocess
@@ -111,7 +113,9 @@ def test_two_cpu_processes_report_the_single_process_test_metrics(tmp_path):
     [run] = (runs / "sasrec_ml100k").glob("version_*")
     two = json.loads((run / "test_metrics.json").read_text())
     best = json.loads((run / "fit_summary.json").read_text())["best_checkpoint"]
-    one = evaluate_in_one_process(run, best, tmp_path / "single")
+    one, ranks = evaluate_in_one_process(run, best, tmp_path / "single")
+    # each query's rank, gathered from both processes, equals the single process's, query by query
+    assert np.array_equal(read_ranks_csv(run / "test_ranks.csv"), ranks) and len(ranks) == users
     ranking = [k for k in two if k.startswith("test/") and "@" in k]
     assert len(ranking) == 6
     for key in ranking:

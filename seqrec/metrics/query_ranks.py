@@ -44,7 +44,8 @@ class QueryRanks(Metric):
 
     def compute(self) -> Tensor:
         """(Q, 2) int64: query index and rank, in order of index."""
-        if not self.index:
+        # a list of batches in one process; one tensor after the states were gathered from several (torchmetrics)
+        if isinstance(self.index, list) and not self.index:
             return torch.zeros((0, 2), dtype=torch.int64)
         index, rank = dim_zero_cat(self.index), dim_zero_cat(self.rank)  # (Q,), (Q,)
         order = torch.argsort(index, stable=True)
