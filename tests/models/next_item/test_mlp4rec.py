@@ -135,7 +135,9 @@ def test_positions_first_layout_equals_the_reference_path(mask_padding, padding_
         results.append((hidden, [p.grad for p in m.parameters() if p.grad is not None]))
     torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-12, atol=1e-12)
     for a, b in zip(results[0][1], results[1][1], strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+        # gradients are sums over every position and channel, taken in other orders by the two paths (batched
+        # products against one product): float64 rounding reaches ~1e-12 on entries that are themselves near 0
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-11)
 
 
 @pytest.mark.parametrize("axis", ["sequence", "channel", "feature"])
