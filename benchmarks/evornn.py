@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from benchmarks.fit_grid import Fit, outcome, paired, publish, run_all
+from benchmarks.fit_grid import Fit, Outcome, outcome, paired, publish, run_all
 from seqrec.bench.report import machine_description, shown_command
 from seqrec.models.next_item.evornn import EvoRNN
 from seqrec.run_files import CONFIG
@@ -130,7 +130,7 @@ def describe_schedule(net: EvoRNN, length: int) -> str:
     return "; ".join(parts)
 
 
-def read_result(row: Row, seed: int, run_dir: Path) -> Result:
+def read_result(row: Row, seed: int, run_dir: Path, done: Outcome) -> Result:
     config = yaml.safe_load((run_dir / CONFIG).read_text())
     net_args = dict(config["model"]["init_args"]["net"]["init_args"])
     # linked from the data and so not repeated under the net in config.yaml (seqrec/build.py): the window length,
@@ -138,7 +138,6 @@ def read_result(row: Row, seed: int, run_dir: Path) -> Result:
     net_args.setdefault("max_len", config["data"]["init_args"]["max_len"])
     net_args.setdefault("num_items", 1)
     net = EvoRNN(**net_args)
-    done = outcome(run_dir)
     return Result(row.name, seed, str(run_dir), done.test[f"test/{METRIC}"], done.best_val, done.wall_s,
                   net.max_len, net.serving_macs(net.max_len), describe_schedule(net, net.max_len), done.epochs,
                   done.best_epoch)
@@ -207,8 +206,9 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Result]:
     machine = machine_description(threads=1)
     jobs = [(row, seed) for seed in args.seeds for row in rows]
     dirs = run_all([row.fit(seed, args.epochs) for row, seed in jobs], runs_dir, args.jobs)
-    results = {(row.name, seed): read_result(row, seed, dirs[row.fit(seed, args.epochs).name]) for row, seed in jobs}
-    outcomes = {row.fit(seed, args.epochs).name: outcome(dirs[row.fit(seed, args.epochs).name]) for row, seed in jobs}
+    outcomes = {name: outcome(run_dir) for name, run_dir in dirs.items()}
+    results = {(row.name, seed): read_result(row, seed, dirs[name], outcomes[name])
+               for row, seed in jobs for name in [row.fit(seed, args.epochs).name]}
     body = [*notes(args.seeds, args.epochs, args.jobs), "", *table(rows, results, args.seeds)]
     print(publish(args.out, TITLE.format(budget=budget(args.epochs)), args.json or Path(f"results/evornn_ml100k_{tag}.json"),
                   command, machine, args.jobs, outcomes, body, {"results": [vars(r) for r in results.values()]}))

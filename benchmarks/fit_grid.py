@@ -15,6 +15,7 @@ covers the test queries' sampling only (taken as independent), not training's ra
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -57,9 +58,9 @@ def fit_command(fit: Fit, runs_dir: Path, resume: bool) -> list[str]:
             "--trainer.logger.init_args.name", fit.name, *(["--ckpt_path", "last"] if resume else [])]
 
 
-def tested(run_dir: Path | None, ranks: bool = True) -> bool:
-    """Whether the run was tested (and kept its per-query ranks, when ``ranks``)."""
-    return run_dir is not None and (run_dir / TEST_METRICS).is_file() and (not ranks or (run_dir / TEST_RANKS).is_file())
+def tested(run_dir: Path | None) -> bool:
+    """Whether the run was tested and kept its per-query ranks."""
+    return run_dir is not None and (run_dir / TEST_METRICS).is_file() and (run_dir / TEST_RANKS).is_file()
 
 
 def newest_run(experiment: Path) -> Path | None:
@@ -67,11 +68,11 @@ def newest_run(experiment: Path) -> Path | None:
     return newest_version(experiment, keep=lambda path: (path / CONFIG).is_file()) if experiment.is_dir() else None
 
 
-def train(fit: Fit, runs_dir: Path, ranks: bool = True) -> Path:
+def train(fit: Fit, runs_dir: Path) -> Path:
     """Fit and test ``fit`` unless its newest run is tested; its run directory. RuntimeError naming the log on failure."""
     experiment = runs_dir / fit.name
     run_dir = newest_run(experiment)
-    if tested(run_dir, ranks):
+    if tested(run_dir):
         check_record(fit, run_dir)
         return run_dir
     resume = run_dir is not None and (run_dir / CHECKPOINTS / LAST).is_file()
@@ -82,7 +83,7 @@ def train(fit: Fit, runs_dir: Path, ranks: bool = True) -> Path:
         done = subprocess.run(fit_command(fit, runs_dir, resume), stdout=handle, stderr=subprocess.STDOUT, check=False)
     wall = time.perf_counter() - start
     run_dir = newest_run(experiment)
-    if done.returncode != 0 or not tested(run_dir, ranks):
+    if done.returncode != 0 or not tested(run_dir):
         raise RuntimeError(f"{fit.name} failed (exit {done.returncode}): see {log}")
     write_json(run_dir / RECORD, {"config": fit.config, "flags": list(fit.flags), "wall_s": round(wall, 1),
                                   "resumed": resume})
@@ -100,13 +101,13 @@ def check_record(fit: Fit, run_dir: Path) -> None:
                          f"{list(fit.flags)}): give the grid another --runs-dir")
 
 
-def run_all(fits: Sequence[Fit], runs_dir: Path, jobs: int = 1, ranks: bool = True) -> dict[str, Path]:
+def run_all(fits: Sequence[Fit], runs_dir: Path, jobs: int = 1) -> dict[str, Path]:
     """Every fit, ``jobs`` at a time; {name: run directory}."""
     names = [fit.name for fit in fits]
     if len(set(names)) != len(names):
         raise ValueError(f"fit names repeat: {sorted(n for n in names if names.count(n) > 1)}")
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        dirs = list(pool.map(lambda fit: train(fit, runs_dir, ranks), fits))
+        dirs = list(pool.map(lambda fit: train(fit, runs_dir), fits))
     return dict(zip(names, dirs, strict=True))
 
 
@@ -138,7 +139,7 @@ def outcome(run_dir: Path) -> Outcome:
 
 def fit_minutes(outcomes: Sequence[Outcome]) -> str:
     """'42 min of fit commands' (their recorded wall times summed: the grid's cost, however many sittings it took)."""
-    return f"{sum(o.wall_s for o in outcomes if o.wall_s == o.wall_s) / 60:.0f} min of fit commands"
+    return f"{sum(o.wall_s for o in outcomes if not math.isnan(o.wall_s)) / 60:.0f} min of fit commands"
 
 
 def validation_curve(run_dir: Path, metric: str) -> list[tuple[int, float]]:

@@ -12,13 +12,13 @@ with the load average. Prints only: a development measurement, not a results tab
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
 
+from seqrec.bench.report import load_average
 from seqrec.models.kernels.linear_recurrence import compiled_recurrence
 from seqrec.models.next_item.lru import parallel_scan, sequential_scan
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     medians = recurrence_medians(args.batch, args.length, args.width, args.repeats)
     loop_wall, loop_cpu = medians["torch loop (sequential)"]
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = load_average()
     print(f"recurrence forward+backward, B {args.batch} x L {args.length} x H {args.width} complex64, "
           f"{args.threads} thread(s), median of {args.repeats}; load average {load}")
     for name, (wall, cpu) in medians.items():

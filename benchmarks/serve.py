@@ -59,7 +59,7 @@ from benchmarks.serve_limits import (
 )
 from benchmarks.serve_limits import shapes as hostile_shapes
 from seqrec.atomic import write_text
-from seqrec.bench.report import shown_command
+from seqrec.bench.report import load_average, shown_command
 from seqrec.runs import CONFIG, TEST_METRICS, newest_version
 from seqrec.serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ID_LENGTH
 
@@ -687,7 +687,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     command = shown_command("benchmarks.serve", argv)
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = load_average()
     started = time.perf_counter()
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = sorted(set(names) - set(MODELS))

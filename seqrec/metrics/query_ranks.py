@@ -50,8 +50,9 @@ class QueryRanks(Metric):
         index, rank = dim_zero_cat(self.index), dim_zero_cat(self.rank)  # (Q,), (Q,)
         order = torch.argsort(index, stable=True)
         index, rank = index[order], rank[order]
-        if index.numel() > 1 and bool((index[1:] == index[:-1]).any()):
-            repeated = int(index[1:][index[1:] == index[:-1]][0])
+        repeats = index[1:][index[1:] == index[:-1]]  # sorted: a repeated index sits next to itself
+        if repeats.numel():
+            repeated = int(repeats[0])
             raise ValueError(f"QueryRanks: query {repeated} was ranked twice (a sampler padding copy was not dropped)")
         return torch.stack([index, rank], dim=1)
 

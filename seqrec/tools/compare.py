@@ -20,7 +20,6 @@ Two limits, stated because they matter:
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -120,5 +119,4 @@ def command(base: str, runs: list[str], metrics: list[str] | None = None, json: 
               f"{row.se:.4f} | [{low:+.4f}, {high:+.4f}]")
     if json is not None:
         write_json(json, [asdict(row) for row in rows])
-    sys.stdout.flush()
     return rows

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from benchmarks import evornn
+from benchmarks.fit_grid import outcome
 from seqrec.metrics.query_ranks import write_ranks_csv
 from seqrec.models.next_item.evornn import EvoRNN
 
@@ -75,6 +76,6 @@ def test_a_runs_window_comes_from_the_data_as_the_config_links_it(tmp_path):
     (run / "fit_summary.json").write_text(json.dumps({"best_score": 0.05, "global_step": 9, "epochs": 3,
                                                       "seconds_this_sitting": 1.0, "status": "max_epochs"}))
     (run / "test_metrics.json").write_text(json.dumps({"test/map@20": 0.04}))
-    result = evornn.read_result(rows()["gru64_L10"], 42, run)
+    result = evornn.read_result(rows()["gru64_L10"], 42, run, outcome(run))
     assert result.max_len == 10 and result.macs == 10 * 3 * 64 * 128
     assert result.schedule == "h=64 for τ 1..10" and result.test == 0.04 and result.val == 0.05
