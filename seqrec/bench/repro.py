@@ -441,9 +441,17 @@ def read_ledger(path: Path) -> dict[str, list[dict[str, Any]]]:
 def continued(entry: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
     """``entry`` with the run's totals so far when it is a later sitting of ``earlier``'s run (same run directory,
     further on): ``sittings`` and ``seconds_total`` (each sitting's wall time, startup, validations and test
-    included), so a run resumed over several sittings keeps its whole cost, not only its last sitting's."""
+    included), so a run resumed over several sittings keeps its whole cost, not only its last sitting's.
+
+    A sitting continues ``earlier`` only where it started at or after earlier's last step (global_step −
+    steps_this_sitting): a new run written to the same directory path (runs_dir lost with a machine, the
+    version numbering started again) starts at step 0 and keeps its own count."""
     if entry.get("run_dir") != earlier.get("run_dir") or (entry.get("global_step") or 0) <= (earlier.get("global_step") or 0):
         return entry
+    if entry.get("steps_this_sitting") is not None:
+        started = entry["global_step"] - entry["steps_this_sitting"]
+        if started <= 0 or started < (earlier.get("global_step") or 0):
+            return entry
     seconds = earlier.get("seconds_total", earlier.get("seconds"))
     if seconds is None or entry.get("seconds") is None:
         return entry

@@ -178,6 +178,9 @@ def test_a_resumed_sitting_of_the_same_run_carries_the_runs_whole_wall_time_and_
     fresh = {**third, "run_dir": "runs/repro/narm_ml1m/version_1", "global_step": 41_000}
     assert "sittings" not in repro.continued(fresh, kept)
     assert "sittings" not in repro.continued({**third, "global_step": 39_000}, kept)
+    # the same directory path holding a new run from step 0 (the runs folder lost with a machine) is not a sitting
+    anew = {**third, "global_step": 45_000, "steps_this_sitting": 45_000}
+    assert "sittings" not in repro.continued(anew, kept)
     assert repro.wall_time({**third, "steps_this_sitting": None}) == "1,000 s (last sitting)"
 
 
