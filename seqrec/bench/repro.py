@@ -44,6 +44,7 @@ from seqrec.bench.repro_compare import (
     best_step,
     plot_curves,
     seed_of,
+    seed_spread,
     validation_curve,
     verdict,
 )
@@ -528,6 +529,7 @@ def report(cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = N
                              f"| {entry.get('status', '?')} | {entry.get('hardware', '?')} |")
     lines += ["", "A status other than `early_stopping` marks a partial run: continue it with `--resume`."]
     lines += verdicts(cells, configs)
+    lines += seed_spread(converged_cells(cells, configs), PAPER)
     lines += ["",
               "## How the estimates are made", ""] + [f"- {a}" for a in assumptions()]
     commands = [(config, e["command"]) for config in configs for e in cells.get(config, []) if e.get("command")]

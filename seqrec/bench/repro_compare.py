@@ -8,6 +8,11 @@ The verdict reads the four test metrics m of a cell against the paper's, as rela
   (``cause``, written after it was measured), else says no cause is measured yet;
 - **above**: no ``d_m < -3%`` and some ``d_m > +3%``.
 
+The seed spread groups a cell with its reruns on other seeds (cells ``<cell>@seed_N``, or
+``<cell>@<variant>+seed_N`` for a variant: the same flags plus ``--seed_everything N``) and gives, per metric,
+each seed's figure, their mean ``μ = Σ_s m_s / S``, the spread ``max_s m_s − min_s m_s`` (also as a share of μ) and
+``(μ − paper) / paper``: a gap to the paper smaller than the spread is not a measured difference.
+
 The figure (``reproduction_curves.png`` beside the report) draws each converged cell's validation Recall@10
 against the training step, the best step marked, beside the paper's final *test* figure as a dashed line (the
 paper publishes no curve). A ledger entry keeps its curve (``val_curve``, read from the run's metrics.csv when
@@ -28,6 +33,7 @@ from seqrec.run_files import METRICS
 TOLERANCE = 0.03  # the campaign's bar: a cell within 3% of the paper on every metric reproduces it
 CURVE_METRIC = "recall@10"  # the protocol's early-stopping and checkpoint-selection metric (PROTOCOLS.md §1)
 FIGURE = "reproduction_curves.png"
+SEED_RERUN = re.compile(r"[@+]seed_\d+$")  # "<cell>@seed_43", "<cell>@<variant>+seed_43": that cell on another seed
 
 
 def relative_differences(metrics: dict[str, float], paper: dict[str, float]) -> dict[str, float]:
@@ -54,6 +60,40 @@ def verdict(entry: dict[str, Any], paper: dict[str, float]) -> str:
         return f"above the paper: {listed(above)}" + (f"; {listed(rest)}" if rest else "")
     low, high = min(diffs.values()), max(diffs.values())
     return f"within 3% on all {len(diffs)} metrics ({100 * low:+.1f}% to {100 * high:+.1f}%)"
+
+
+def seed_groups(converged: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{cell: {cell or its seed rerun: converged entry}}`` for every cell converged on two or more seeds."""
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, entry in converged.items():
+        groups.setdefault(SEED_RERUN.sub("", name), {})[name] = entry
+    return {cell: runs for cell, runs in groups.items() if len(runs) >= 2}
+
+
+def seed_spread(converged: dict[str, dict[str, Any]], paper_of: dict[str, dict[str, float]]) -> list[str]:
+    """The report's seed-spread section (empty while no cell has two converged seeds): a row per cell and metric
+    with each seed's test figure, their mean, the spread (max − min) and the mean against ``paper_of[cell]``."""
+    groups = seed_groups(converged)
+    if not groups:
+        return []
+    lines = ["", "## Seed spread (cells converged on more than one seed; test split)", "",
+             "| cell | metric | per seed | mean | spread (max − min) | mean vs paper |", "|---|---|---|---|---|---|"]
+    for cell, runs in groups.items():
+        paper = paper_of.get(cell.split("@", 1)[0], {})
+        for metric in paper or next(iter(runs.values())).get("metrics", {}):
+            figures = [(e.get("seed", "?"), e["metrics"][metric]) for e in runs.values() if metric in e.get("metrics", {})]
+            if len(figures) < 2:
+                continue
+            values = [value for _, value in figures]
+            mean, spread = sum(values) / len(values), max(values) - min(values)
+            per_seed = ", ".join(f"{seed}: {value:.5f}" for seed, value in figures)
+            against = "—"
+            if paper.get(metric):  # rounded first, and + 0.0 turns a rounded -0.0 into 0.0 (format's "z" needs 3.11)
+                against = f"{round(100 * (mean - paper[metric]) / paper[metric], 1) + 0.0:+.1f}%"
+            lines.append(f"| {cell} | {metric} | {per_seed} | {mean:.5f} | {spread:.5f} ({100 * spread / mean:.1f}%) "
+                         f"| {against} |")
+    lines += ["", "A gap to the paper smaller than its cell's spread is not a measured difference."]
+    return lines
 
 
 def validation_curve(run: Path, metric: str = CURVE_METRIC) -> list[list[float]]:

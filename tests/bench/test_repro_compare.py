@@ -3,7 +3,15 @@ import json
 import pytest
 
 from seqrec.bench import repro
-from seqrec.bench.repro_compare import best_step, relative_differences, seed_of, validation_curve, verdict
+from seqrec.bench.repro_compare import (
+    best_step,
+    relative_differences,
+    seed_groups,
+    seed_of,
+    seed_spread,
+    validation_curve,
+    verdict,
+)
 
 PAPER = {"recall@10": 0.30, "ndcg@10": 0.20, "recall@20": 0.40, "ndcg@20": 0.25}
 METRICS_CSV = """epoch,sitting,step,train/loss_step,val/recall@10,val/ndcg@10
@@ -80,6 +88,39 @@ def test_the_report_gives_each_converged_cell_a_verdict_and_draws_the_curves_it_
     figure = tmp_path / "reproduction_curves.png"
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left beside it
+
+
+def test_seed_reruns_join_their_cell_and_the_spread_is_max_minus_min_against_the_mean():
+    def converged(seed, recall, ndcg):
+        return {"metrics": {"recall@10": recall, "ndcg@10": ndcg}, "status": "early_stopping", "seed": seed}
+
+    cells = {"sasrec_ml1m": converged(42, 0.30, 0.20), "sasrec_ml1m@seed_43": converged(43, 0.32, 0.19),
+             "sasrec_ml1m@seed_44": converged(44, 0.31, 0.21), "lru_ml1m": converged(42, 0.33, 0.20),
+             "lru_beauty@dropout_04": converged(42, 0.05, 0.03), "lru_beauty@dropout_04+seed_7": converged(7, 0.04, 0.02),
+             "lru_beauty@seed_7": converged(7, 0.06, 0.03)}  # the plain cell's rerun: not the variant's
+    assert {cell: sorted(runs) for cell, runs in seed_groups(cells).items()} == {
+        "sasrec_ml1m": ["sasrec_ml1m", "sasrec_ml1m@seed_43", "sasrec_ml1m@seed_44"],
+        "lru_beauty@dropout_04": ["lru_beauty@dropout_04", "lru_beauty@dropout_04+seed_7"]}
+    lines = seed_spread(cells, {"sasrec_ml1m": PAPER, "lru_beauty": {"recall@10": 0.05}})
+    assert "| sasrec_ml1m | recall@10 | 42: 0.30000, 43: 0.32000, 44: 0.31000 | 0.31000 | 0.02000 (6.5%) | +3.3% |" in lines
+    assert "| sasrec_ml1m | ndcg@10 | 42: 0.20000, 43: 0.19000, 44: 0.21000 | 0.20000 | 0.02000 (10.0%) | +0.0% |" in lines
+    assert not [line for line in lines if line.startswith("| sasrec_ml1m | recall@20")]  # a metric no seed measured
+    assert "| lru_beauty@dropout_04 | recall@10 | 42: 0.05000, 7: 0.04000 | 0.04500 | 0.01000 (22.2%) | -10.0% |" in lines
+    assert seed_spread({"lru_ml1m": cells["lru_ml1m"], "lru_beauty@seed_7": cells["lru_beauty@seed_7"]}, {}) == []
+
+
+def test_the_report_has_a_seed_spread_section_once_a_cell_has_two_seeds(tmp_path):
+    paper = repro.PAPER["lru_ml1m"]
+    first = {"metrics": dict(paper), "status": "early_stopping", "seed": 42}
+    text = repro.report({"lru_ml1m": [first]})
+    assert "## Seed spread" not in text
+    second = {"metrics": {k: v * 0.98 for k, v in paper.items()}, "status": "early_stopping", "seed": 43}
+    partial = {"metrics": {k: v * 0.5 for k, v in paper.items()}, "status": "sitting_time_limit", "seed": 44}
+    text = repro.report({"lru_ml1m": [first], "lru_ml1m@seed_43": [second], "lru_ml1m@seed_44": [partial]})
+    assert "## Seed spread" in text
+    row = next(line for line in text.splitlines() if line.startswith("| lru_ml1m | recall@10 | 42:"))
+    assert row == (f"| lru_ml1m | recall@10 | 42: {paper['recall@10']:.5f}, 43: {paper['recall@10'] * 0.98:.5f} "
+                   f"| {paper['recall@10'] * 0.99:.5f} | {paper['recall@10'] * 0.02:.5f} (2.0%) | -1.0% |")
 
 
 def test_no_converged_curve_no_figure(tmp_path):
