@@ -45,6 +45,7 @@ from seqrec.bench.repro_compare import (
     plot_curves,
     seed_of,
     seed_spread,
+    selection,
     validation_curve,
     verdict,
 )
@@ -530,6 +531,7 @@ def report(cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = N
     lines += ["", "A status other than `early_stopping` marks a partial run: continue it with `--resume`."]
     lines += verdicts(cells, configs)
     lines += seed_spread(converged_cells(cells, configs), PAPER)
+    lines += selection(converged_cells(cells, configs), PAPER)
     lines += ["",
               "## How the estimates are made", ""] + [f"- {a}" for a in assumptions()]
     commands = [(config, e["command"]) for config in configs for e in cells.get(config, []) if e.get("command")]

@@ -13,6 +13,11 @@ The seed spread groups a cell with its reruns on other seeds (cells ``<cell>@see
 each seed's figure, their mean ``μ = Σ_s m_s / S``, the spread ``max_s m_s − min_s m_s`` (also as a share of μ) and
 ``(μ − paper) / paper``: a gap to the paper smaller than the spread is not a measured difference.
 
+The selection section does for a config's settings what the protocol does for one run's checkpoints: the shipped
+config and its variants (a hyperparameter grid run as cells ``<config>@<variant>``, each setting's seed reruns
+averaged) are listed with their best validation Recall@10 and test figures, and the setting with the highest
+validation figure is the one selected; test figures never choose.
+
 The figure (``reproduction_curves.png`` beside the report) draws each converged cell's validation Recall@10
 against the training step, the best step marked, beside the paper's final *test* figure as a dashed line (the
 paper publishes no curve). A ledger entry keeps its curve (``val_curve``, read from the run's metrics.csv when
@@ -68,6 +73,53 @@ def seed_groups(converged: dict[str, dict[str, Any]]) -> dict[str, dict[str, dic
     for name, entry in converged.items():
         groups.setdefault(SEED_RERUN.sub("", name), {})[name] = entry
     return {cell: runs for cell, runs in groups.items() if len(runs) >= 2}
+
+
+def setting_of(cell: str) -> tuple[str, str]:
+    """``(config, setting)`` of a cell: ``"lru_beauty@dropout_04+seed_7"`` → ``("lru_beauty", "dropout_04")``,
+    ``"sasrec_ml1m@seed_43"`` → ``("sasrec_ml1m", "shipped")``."""
+    config, _, variant = SEED_RERUN.sub("", cell).partition("@")
+    return config, variant or "shipped"
+
+
+def mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def selection(converged: dict[str, dict[str, Any]], paper_of: dict[str, dict[str, float]],
+              metric: str = CURVE_METRIC) -> list[str]:
+    """The report's selection section (empty while no config has converged under two settings): per config, each
+    setting's seeds, mean best validation ``metric`` (the ledger's ``best_score``), mean test figures and the mean
+    test ``metric`` against the paper; ``selected`` marks the highest validation figure. A setting whose validation
+    figure was not recorded is listed but cannot be selected."""
+    settings: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for cell, entry in converged.items():
+        config, setting = setting_of(cell)
+        settings.setdefault(config, {}).setdefault(setting, []).append(entry)
+    settings = {config: found for config, found in settings.items() if len(found) >= 2}
+    if not settings:
+        return []
+    names = ["recall@10", "ndcg@10", "recall@20", "ndcg@20"]
+    lines = ["", f"## Selection on validation (a config's settings; the protocol selects the best validation {metric})", "",
+             f"| config | setting | seeds | best val {metric} | " + " | ".join(f"test {n}" for n in names)
+             + f" | test {metric} vs paper | |", "|---|---|---|---|" + "---|" * len(names) + "---|---|"]
+    for config, found in settings.items():
+        val = {setting: mean([e["best_score"] for e in entries if e.get("best_score") is not None])
+               for setting, entries in found.items()}
+        chosen = max((s for s in val if val[s] is not None), key=lambda s: val[s], default=None)
+        paper = paper_of.get(config, {})
+        for setting, entries in found.items():
+            test = {n: mean([e["metrics"][n] for e in entries if n in e.get("metrics", {})]) for n in [*names, metric]}
+            seeds = ", ".join(str(e.get("seed", "?")) for e in entries)
+            against = (f"{100 * (test[metric] - paper[metric]) / paper[metric]:+.1f}%"
+                       if test[metric] is not None and paper.get(metric) else "—")
+            lines.append(f"| {config} | {setting} | {seeds} | " + (f"{val[setting]:.5f}" if val[setting] is not None
+                         else "not recorded") + " | " + " | ".join(f"{test[n]:.5f}" if test[n] is not None else "—"
+                                                                    for n in names)
+                         + f" | {against} | {'selected' if setting == chosen else ''} |")
+    lines += ["", "Figures are means over a setting's converged seeds; a setting's flags are in its command (below). "
+              "\"not recorded\": converged before the ledger kept validation figures, so not in the choice."]
+    return lines
 
 
 def seed_spread(converged: dict[str, dict[str, Any]], paper_of: dict[str, dict[str, float]]) -> list[str]:

@@ -9,6 +9,8 @@ from seqrec.bench.repro_compare import (
     seed_groups,
     seed_of,
     seed_spread,
+    selection,
+    setting_of,
     validation_curve,
     verdict,
 )
@@ -109,6 +111,34 @@ def test_seed_reruns_join_their_cell_and_the_spread_is_max_minus_min_against_the
     assert seed_spread({"lru_ml1m": cells["lru_ml1m"], "lru_beauty@seed_7": cells["lru_beauty@seed_7"]}, {}) == []
 
 
+def test_selection_picks_the_best_validation_setting_never_the_best_test_and_lists_every_setting():
+    def converged(seed, val, recall, best=True):
+        return {"metrics": scaled({"recall@10": recall}), "status": "early_stopping", "seed": seed,
+                **({"best_score": val} if best else {})}
+
+    assert setting_of("lru_beauty@dropout_04+seed_7") == ("lru_beauty", "dropout_04")
+    assert setting_of("sasrec_ml1m@seed_43") == ("sasrec_ml1m", "shipped")
+    assert setting_of("sasrec_ml1m") == ("sasrec_ml1m", "shipped")
+    cells = {"sasrec_ml1m": converged(42, None, 1.0, best=False),  # converged before validation was recorded
+             "sasrec_ml1m@seed_43": converged(43, 0.30, 0.98),
+             "sasrec_ml1m@dropout_04": converged(42, 0.32, 0.90),  # best on validation, worst on test: selected
+             "sasrec_ml1m@wd_0": converged(42, 0.3149, 1.05),
+             "sasrec_ml1m@dropout_04+seed_43": converged(43, 0.31, 0.94),
+             "lru_ml1m": converged(42, 0.33, 1.0)}  # one setting: no choice to make
+    lines = selection(cells, {"sasrec_ml1m": PAPER})
+    rows = {line.split(" | ")[1]: line for line in lines if line.startswith("| sasrec_ml1m |")}
+    assert set(rows) == {"shipped", "dropout_04", "wd_0"} and not [l for l in lines if l.startswith("| lru_ml1m")]
+    assert rows["shipped"].startswith("| sasrec_ml1m | shipped | 42, 43 | 0.30000 | 0.29700 |")  # val of 43 only
+    assert rows["dropout_04"].startswith("| sasrec_ml1m | dropout_04 | 42, 43 | 0.31500 | 0.27600 |")
+    assert rows["wd_0"].startswith("| sasrec_ml1m | wd_0 | 42 | 0.31490 | 0.31500 |")
+    assert rows["dropout_04"].endswith("| -8.0% | selected |") and rows["shipped"].endswith("| -1.0% |  |")
+    assert not rows["wd_0"].endswith("selected |")  # the best test figure does not choose
+    assert selection({"lru_ml1m": cells["lru_ml1m"]}, {}) == []
+    unknown = selection({"a": converged(42, None, 1.0, best=False), "a@b": converged(42, None, 1.0, best=False)}, {})
+    assert [line for line in unknown if line.startswith("| a |")][0].split(" | ")[3] == "not recorded"
+    assert not [line for line in unknown if line.endswith("selected |")]
+
+
 def test_the_report_has_a_seed_spread_section_once_a_cell_has_two_seeds(tmp_path):
     paper = repro.PAPER["lru_ml1m"]
     first = {"metrics": dict(paper), "status": "early_stopping", "seed": 42}
@@ -121,6 +151,7 @@ def test_the_report_has_a_seed_spread_section_once_a_cell_has_two_seeds(tmp_path
     row = next(line for line in text.splitlines() if line.startswith("| lru_ml1m | recall@10 | 42:"))
     assert row == (f"| lru_ml1m | recall@10 | 42: {paper['recall@10']:.5f}, 43: {paper['recall@10'] * 0.98:.5f} "
                    f"| {paper['recall@10'] * 0.99:.5f} | {paper['recall@10'] * 0.02:.5f} (2.0%) | -1.0% |")
+    assert "## Selection on validation" not in text  # seeds of one setting are not a choice
 
 
 def test_no_converged_curve_no_figure(tmp_path):
