@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from seqrec.atomic import write_json, write_text
 from seqrec.bench.repro_compare import (
@@ -569,11 +569,17 @@ def verdicts(cells: dict[str, list[dict[str, Any]]], configs: list[str]) -> list
     return lines
 
 
+def paper_by_cell(cells: Iterable[str]) -> dict[str, dict[str, float]]:
+    """Each cell's paper figures, a variant's (``sasrec_ml1m@seed_43``) being its shipped config's."""
+    return {cell: PAPER[base_config(cell)] for cell in cells if base_config(cell) in PAPER}
+
+
 def write_report(out: Path, cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = None) -> str:
     """Render and write the report and its figure (``FIGURE`` beside it) atomically; returns the report's text."""
     text = report(cells, configs)
     out.parent.mkdir(parents=True, exist_ok=True)
-    plot_curves(converged_cells(cells, list(dict.fromkeys([*CELLS, *(configs or []), *cells]))), PAPER, out.parent / FIGURE)
+    curves = converged_cells(cells, list(dict.fromkeys([*CELLS, *(configs or []), *cells])))
+    plot_curves(curves, paper_by_cell(curves), out.parent / FIGURE)
     write_text(out, text)
     return text
 

@@ -9,6 +9,7 @@ from seqrec.bench.repro import (
     CELLS,
     PAPER,
     estimate_seconds,
+    paper_by_cell,
     read_ledger,
     record,
     report,
@@ -83,6 +84,12 @@ def test_converged_wins_over_a_later_partial_and_entries_are_per_hardware(tmp_pa
     assert read_ledger(ledger) == cells
     assert repro.cell_status(cells["lru_ml1m"])[0] == "converged"
     assert repro.cell_status([])[0] == "not yet run"
+
+
+def test_a_variant_or_seed_cell_is_drawn_against_its_shipped_configs_paper_figure():
+    figures = paper_by_cell(["sasrec_ml1m@seed_43", "lru_video@dropout_04", "lru_ml1m", "mlp4rec_ml100k@seed_43"])
+    assert figures == {"sasrec_ml1m@seed_43": PAPER["sasrec_ml1m"], "lru_video@dropout_04": PAPER["lru_video"],
+                       "lru_ml1m": PAPER["lru_ml1m"]}
 
 
 def test_estimates_are_ordered_by_size():
