@@ -46,6 +46,7 @@ from seqrec.bench.repro_compare import (
     seed_of,
     seed_spread,
     selection,
+    signed_percent,
     validation_curve,
     verdict,
 )
@@ -526,7 +527,7 @@ def report(cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = N
                 ours = entry.get("metrics", {}).get(metric)
                 if ours is None:
                     continue
-                lines.append(f"| {config} | {metric} | {ours:.5f} | {paper:.5f} | {100 * (ours - paper) / paper:+.1f}% "
+                lines.append(f"| {config} | {metric} | {ours:.5f} | {paper:.5f} | {signed_percent((ours - paper) / paper)} "
                              f"| {entry.get('status', '?')} | {entry.get('hardware', '?')} |")
     lines += ["", "A status other than `early_stopping` marks a partial run: continue it with `--resume`."]
     lines += verdicts(cells, configs)

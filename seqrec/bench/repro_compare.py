@@ -46,6 +46,13 @@ def relative_differences(metrics: dict[str, float], paper: dict[str, float]) -> 
     return {name: (metrics[name] - value) / value for name, value in paper.items() if name in metrics and value}
 
 
+def signed_percent(fraction: float) -> str:
+    """``fraction`` as a signed percentage, one decimal: 0.0123 -> "+1.2%". Rounded first, and + 0.0 turns a
+    rounded -0.0 into 0.0, so a difference too small to show reads "+0.0%", not "-0.0%" (format's "z" option
+    needs Python 3.11)."""
+    return f"{round(100 * fraction, 1) + 0.0:+.1f}%"
+
+
 def verdict(entry: dict[str, Any], paper: dict[str, float]) -> str:
     """One line: within 3%, above, or below (with the recorded cause), from the entry's test metrics."""
     diffs = relative_differences(entry.get("metrics", {}), paper)
@@ -53,7 +60,7 @@ def verdict(entry: dict[str, Any], paper: dict[str, float]) -> str:
         return "no test metrics to compare"
 
     def listed(names: list[str]) -> str:
-        return ", ".join(f"{name} {100 * diffs[name]:+.1f}%" for name in names)
+        return ", ".join(f"{name} {signed_percent(diffs[name])}" for name in names)
 
     below = [name for name, d in diffs.items() if d < -TOLERANCE]
     above = [name for name, d in diffs.items() if d > TOLERANCE]
@@ -64,7 +71,7 @@ def verdict(entry: dict[str, Any], paper: dict[str, float]) -> str:
         rest = [name for name in diffs if name not in above]
         return f"above the paper: {listed(above)}" + (f"; {listed(rest)}" if rest else "")
     low, high = min(diffs.values()), max(diffs.values())
-    return f"within 3% on all {len(diffs)} metrics ({100 * low:+.1f}% to {100 * high:+.1f}%)"
+    return f"within 3% on all {len(diffs)} metrics ({signed_percent(low)} to {signed_percent(high)})"
 
 
 def seed_groups(converged: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -111,7 +118,7 @@ def selection(converged: dict[str, dict[str, Any]], paper_of: dict[str, dict[str
         for setting, entries in found.items():
             test = {n: mean([e["metrics"][n] for e in entries if n in e.get("metrics", {})]) for n in [*names, metric]}
             seeds = ", ".join(str(e.get("seed", "?")) for e in entries)
-            against = (f"{100 * (test[metric] - paper[metric]) / paper[metric]:+.1f}%"
+            against = (signed_percent((test[metric] - paper[metric]) / paper[metric])
                        if test[metric] is not None and paper.get(metric) else "—")
             lines.append(f"| {config} | {setting} | {seeds} | " + (f"{val[setting]:.5f}" if val[setting] is not None
                          else "not recorded") + " | " + " | ".join(f"{test[n]:.5f}" if test[n] is not None else "—"
@@ -140,8 +147,8 @@ def seed_spread(converged: dict[str, dict[str, Any]], paper_of: dict[str, dict[s
             mean, spread = sum(values) / len(values), max(values) - min(values)
             per_seed = ", ".join(f"{seed}: {value:.5f}" for seed, value in figures)
             against = "—"
-            if paper.get(metric):  # rounded first, and + 0.0 turns a rounded -0.0 into 0.0 (format's "z" needs 3.11)
-                against = f"{round(100 * (mean - paper[metric]) / paper[metric], 1) + 0.0:+.1f}%"
+            if paper.get(metric):
+                against = signed_percent((mean - paper[metric]) / paper[metric])
             lines.append(f"| {cell} | {metric} | {per_seed} | {mean:.5f} | {spread:.5f} ({100 * spread / mean:.1f}%) "
                          f"| {against} |")
     lines += ["", "A gap to the paper smaller than its cell's spread is not a measured difference."]

@@ -11,9 +11,18 @@ from seqrec.bench.repro_compare import (
     seed_spread,
     selection,
     setting_of,
+    signed_percent,
     validation_curve,
     verdict,
 )
+
+def test_a_difference_too_small_to_show_reads_plus_zero_in_every_table():
+    assert signed_percent(-0.0004) == "+0.0%" and signed_percent(0.0123) == "+1.2%"
+    assert signed_percent(-0.0351) == "-3.5%"
+    cells = {"lru_video": [{"metrics": {"recall@10": 0.1133, "ndcg@10": 0.062, "recall@20": 0.1670,
+                                       "ndcg@20": 0.0755}, "status": "early_stopping", "hardware": "cpu"}]}
+    assert "-0.0%" not in repro.report(cells)
+
 
 PAPER = {"recall@10": 0.30, "ndcg@10": 0.20, "recall@20": 0.40, "ndcg@20": 0.25}
 METRICS_CSV = """epoch,sitting,step,train/loss_step,val/recall@10,val/ndcg@10
