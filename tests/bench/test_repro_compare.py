@@ -16,6 +16,7 @@ from seqrec.bench.repro_compare import (
     verdict,
 )
 
+
 def test_a_difference_too_small_to_show_reads_plus_zero_in_every_table():
     assert signed_percent(-0.0004) == "+0.0%" and signed_percent(0.0123) == "+1.2%"
     assert signed_percent(-0.0351) == "-3.5%"
