@@ -33,9 +33,10 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from seqrec.atomic import write_json, write_text
 from seqrec.bench.repro_compare import (
