@@ -33,7 +33,6 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -571,17 +570,12 @@ def verdicts(cells: dict[str, list[dict[str, Any]]], configs: list[str]) -> list
     return lines
 
 
-def paper_by_cell(cells: Iterable[str]) -> dict[str, dict[str, float]]:
-    """Each cell's paper figures, a variant's (``sasrec_ml1m@seed_43``) being its shipped config's."""
-    return {cell: PAPER[base_config(cell)] for cell in cells if base_config(cell) in PAPER}
-
-
 def write_report(out: Path, cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = None) -> str:
     """Render and write the report and its figure (``FIGURE`` beside it) atomically; returns the report's text."""
     text = report(cells, configs)
     out.parent.mkdir(parents=True, exist_ok=True)
     curves = converged_cells(cells, list(dict.fromkeys([*CELLS, *(configs or []), *cells])))
-    plot_curves(curves, paper_by_cell(curves), out.parent / FIGURE)
+    plot_curves(curves, PAPER, out.parent / FIGURE)
     write_text(out, text)
     return text
 

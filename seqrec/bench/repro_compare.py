@@ -138,7 +138,7 @@ def seed_spread(converged: dict[str, dict[str, Any]], paper_of: dict[str, dict[s
     lines = ["", "## Seed spread (cells converged on more than one seed; test split)", "",
              "| cell | metric | per seed | mean | spread (max − min) | mean vs paper |", "|---|---|---|---|---|---|"]
     for cell, runs in groups.items():
-        paper = paper_of.get(cell.split("@", 1)[0], {})
+        paper = paper_of.get(setting_of(cell)[0], {})
         for metric in paper or next(iter(runs.values())).get("metrics", {}):
             figures = [(e.get("seed", "?"), e["metrics"][metric]) for e in runs.values() if metric in e.get("metrics", {})]
             if len(figures) < 2:
@@ -190,7 +190,7 @@ def seed_of(run: Path) -> int | None:
 
 def plot_curves(curves: dict[str, dict[str, Any]], paper: dict[str, dict[str, float]], out: Path,
                 metric: str = CURVE_METRIC) -> Path | None:
-    """Write ``out``: one panel per cell of ``curves`` (``{cell: entry}`` with ``val_curve``), validation
+    """Write ``out``: one panel per cell of ``curves`` (``{cell: entry}`` with ``val_curve``; ``paper`` by shipped config), validation
     ``metric`` per step, its best step marked, and the paper's final test figure dashed. None without
     matplotlib or any curve."""
     cells = {cell: entry for cell, entry in curves.items() if entry.get("val_curve")}
@@ -213,8 +213,9 @@ def plot_curves(curves: dict[str, dict[str, Any]], paper: dict[str, dict[str, fl
         if entry.get("best_step") is not None and entry.get("best_score") is not None:
             axis.plot([entry["best_step"]], [entry["best_score"]], marker="*", markersize=11, color="tab:orange",
                       label=f"best (step {entry['best_step']:,})", linestyle="none")
-        if metric in paper.get(cell, {}):
-            axis.axhline(paper[cell][metric], color="tab:red", linestyle="--", label=f"paper, test {metric}")
+        figures = paper.get(setting_of(cell)[0], {})  # a variant or seed cell: its shipped config's figure
+        if metric in figures:
+            axis.axhline(figures[metric], color="tab:red", linestyle="--", label=f"paper, test {metric}")
         ours = entry.get("metrics", {}).get(metric)
         title = cell + (f": test {ours:.4f}" if ours is not None else "")
         axis.set(title=title, xlabel="training step", ylabel=metric)

@@ -137,7 +137,7 @@ def test_selection_picks_the_best_validation_setting_never_the_best_test_and_lis
              "lru_ml1m": converged(42, 0.33, 1.0)}  # one setting: no choice to make
     lines = selection(cells, {"sasrec_ml1m": PAPER})
     rows = {line.split(" | ")[1]: line for line in lines if line.startswith("| sasrec_ml1m |")}
-    assert set(rows) == {"shipped", "dropout_04", "wd_0"} and not [l for l in lines if l.startswith("| lru_ml1m")]
+    assert set(rows) == {"shipped", "dropout_04", "wd_0"} and not [line for line in lines if line.startswith("| lru_ml1m")]
     assert rows["shipped"].startswith("| sasrec_ml1m | shipped | 42, 43 | 0.30000 | 0.29700 |")  # val of 43 only
     assert rows["dropout_04"].startswith("| sasrec_ml1m | dropout_04 | 42, 43 | 0.31500 | 0.27600 |")
     assert rows["wd_0"].startswith("| sasrec_ml1m | wd_0 | 42 | 0.31490 | 0.31500 |")
