@@ -476,6 +476,18 @@ def record(ledger_path: Path, config: str, entry: dict[str, Any]) -> dict[str, l
     return cells
 
 
+def adopt(ledger_path: Path, source: Path, cell: str, hardware: str) -> dict[str, list[dict[str, Any]]]:
+    """Record into ``ledger_path`` the entry of ``cell`` on ``hardware`` that the ledger ``source`` holds (its
+    newest), as ``record`` does; the ledger as it was when ``source`` has none. Cells run side by side
+    (``scripts/gpu_repro.sh --parallel``) each write a ledger of their own, adopted here one at a time, so no
+    two processes rewrite one file: a ledger is read, changed and replaced whole, and two writers would lose
+    one cell."""
+    entry = next((e for e in reversed(read_ledger(source).get(cell, [])) if e.get("hardware") == hardware), None)
+    if entry is None:
+        return read_ledger(ledger_path)
+    return record(ledger_path, cell, entry)
+
+
 # ---------------------------------------------------------------------------------------------------
 # The report
 # ---------------------------------------------------------------------------------------------------
@@ -532,7 +544,7 @@ def report(cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = N
     lines += ["", "A status other than `early_stopping` marks a partial run: continue it with `--resume`."]
     lines += verdicts(cells, configs)
     lines += seed_spread(converged_cells(cells, configs), PAPER)
-    lines += selection(converged_cells(cells, configs), PAPER)
+    lines += selection(converged_cells(cells, configs), PAPER, partial=partial_cells(cells, configs))
     lines += ["",
               "## How the estimates are made", ""] + [f"- {a}" for a in assumptions()]
     commands = [(config, e["command"]) for config in configs for e in cells.get(config, []) if e.get("command")]
@@ -545,6 +557,13 @@ def converged_cells(cells: dict[str, list[dict[str, Any]]], configs: list[str]) 
     """``{cell: its converged entry}`` in report order."""
     found = {config: cell_status(cells.get(config, [])) for config in configs}
     return {config: entry for config, (status, entry) in found.items() if status == "converged" and entry is not None}
+
+
+def partial_cells(cells: dict[str, list[dict[str, Any]]], configs: list[str]) -> dict[str, dict[str, Any]]:
+    """``{cell: its newest entry}`` of the cells that have run but not converged, in report order."""
+    found = {config: cell_status(cells.get(config, [])) for config in configs}
+    return {config: entry for config, (status, entry) in found.items()
+            if status.startswith("partial") and entry is not None}
 
 
 def verdicts(cells: dict[str, list[dict[str, Any]]], configs: list[str]) -> list[str]:

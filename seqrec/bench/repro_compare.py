@@ -93,39 +93,63 @@ def mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def seed_label(entry: dict[str, Any]) -> str:
+    """``42``, or ``44 (GPU)`` for a run whose hardware label is not a CPU's: one setting's seeds may have run on
+    different machines (numerically another run, as another seed is), and the tables say which."""
+    seed = str(entry.get("seed", "?"))
+    hardware = str(entry.get("hardware", ""))
+    return seed if not hardware or hardware.startswith("CPU") else f"{seed} (GPU)"
+
+
 def selection(converged: dict[str, dict[str, Any]], paper_of: dict[str, dict[str, float]],
-              metric: str = CURVE_METRIC) -> list[str]:
-    """The report's selection section (empty while no config has converged under two settings): per config, each
-    setting's seeds, mean best validation ``metric`` (the ledger's ``best_score``), mean test figures and the mean
-    test ``metric`` against the paper; ``selected`` marks the highest validation figure. A setting whose validation
-    figure was not recorded is listed but cannot be selected."""
+              metric: str = CURVE_METRIC, partial: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """The report's selection section (empty while no config has two settings): per config, each setting's seeds,
+    mean best validation ``metric`` (the ledger's ``best_score``), mean test figures and the mean test ``metric``
+    against the paper; ``selected`` marks the highest validation figure among the converged settings. A setting
+    whose validation figure was not recorded is listed but cannot be selected. ``partial``: cells stopped before
+    early stopping (their newest entry); a setting with no converged seed is listed from them, marked with its
+    step, and not selected: its best validation figure so far is a lower bound of the converged one, so every
+    point of a grid shows while it runs and the choice waits for it."""
     settings: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for cell, entry in converged.items():
         config, setting = setting_of(cell)
         settings.setdefault(config, {}).setdefault(setting, []).append(entry)
-    settings = {config: found for config, found in settings.items() if len(found) >= 2}
-    if not settings:
+    stopped: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for cell, entry in (partial or {}).items():
+        config, setting = setting_of(cell)
+        if setting not in settings.get(config, {}):
+            stopped.setdefault(config, {}).setdefault(setting, []).append(entry)
+    configs = [c for c in dict.fromkeys([*settings, *stopped]) if len({*settings.get(c, {}), *stopped.get(c, {})}) >= 2]
+    if not configs:
         return []
     names = ["recall@10", "ndcg@10", "recall@20", "ndcg@20"]
     lines = ["", f"## Selection on validation (a config's settings; the protocol selects the best validation {metric})", "",
              f"| config | setting | seeds | best val {metric} | " + " | ".join(f"test {n}" for n in names)
              + f" | test {metric} vs paper | |", "|---|---|---|---|" + "---|" * len(names) + "---|---|"]
-    for config, found in settings.items():
+    for config in configs:
+        found, unfinished = settings.get(config, {}), stopped.get(config, {})
         val = {setting: mean([e["best_score"] for e in entries if e.get("best_score") is not None])
-               for setting, entries in found.items()}
-        chosen = max((s for s in val if val[s] is not None), key=lambda s: val[s], default=None)
+               for setting, entries in {**found, **unfinished}.items()}
+        chosen = max((s for s in found if val[s] is not None), key=lambda s: val[s], default=None)
         paper = paper_of.get(config, {})
-        for setting, entries in found.items():
+        for setting, entries in {**found, **unfinished}.items():
             test = {n: mean([e["metrics"][n] for e in entries if n in e.get("metrics", {})]) for n in [*names, metric]}
-            seeds = ", ".join(str(e.get("seed", "?")) for e in entries)
+            seeds = ", ".join(seed_label(e) for e in entries)
             against = (signed_percent((test[metric] - paper[metric]) / paper[metric])
                        if test[metric] is not None and paper.get(metric) else "—")
+            mark = "selected" if setting == chosen else ""
+            if setting in unfinished:
+                steps = ", ".join(f"{e['global_step']:,}" for e in entries if e.get("global_step") is not None)
+                mark = f"partial (stopped at step {steps}): not in the choice"
             lines.append(f"| {config} | {setting} | {seeds} | " + (f"{val[setting]:.5f}" if val[setting] is not None
                          else "not recorded") + " | " + " | ".join(f"{test[n]:.5f}" if test[n] is not None else "—"
                                                                     for n in names)
-                         + f" | {against} | {'selected' if setting == chosen else ''} |")
+                         + f" | {against} | {mark} |")
     lines += ["", "Figures are means over a setting's converged seeds; a setting's flags are in its command (below). "
-              "\"not recorded\": converged before the ledger kept validation figures, so not in the choice."]
+              "\"not recorded\": converged before the ledger kept validation figures, so not in the choice. "
+              "\"partial\": no seed of the setting has converged yet; its figures are its best-validation "
+              "checkpoint's so far (the validation figure a lower bound), listed so that every point of a grid shows, "
+              "and left out of the choice until it converges."]
     return lines
 
 
@@ -140,7 +164,7 @@ def seed_spread(converged: dict[str, dict[str, Any]], paper_of: dict[str, dict[s
     for cell, runs in groups.items():
         paper = paper_of.get(setting_of(cell)[0], {})
         for metric in paper or next(iter(runs.values())).get("metrics", {}):
-            figures = [(e.get("seed", "?"), e["metrics"][metric]) for e in runs.values() if metric in e.get("metrics", {})]
+            figures = [(seed_label(e), e["metrics"][metric]) for e in runs.values() if metric in e.get("metrics", {})]
             if len(figures) < 2:
                 continue
             values = [value for _, value in figures]

@@ -195,6 +195,28 @@ def test_a_resumed_sitting_of_the_same_run_carries_the_runs_whole_wall_time_and_
     assert repro.wall_time({**third, "steps_this_sitting": None}) == "1,000 s (last sitting)"
 
 
+def test_a_cell_run_beside_others_is_adopted_from_its_own_ledger_with_its_sittings(tmp_path):
+    ledger, own, gpu, cpu = tmp_path / "reproduction.json", tmp_path / "cell" / "reproduction.json", "GPU: test", "CPU: test"
+    record(ledger, "sasrec_ml1m", entry(hardware=cpu, recall=0.31))
+    first = entry(status="sitting_time_limit", hardware=gpu, global_step=11_000, seconds=450.0,
+                  steps_this_sitting=11_000, run_dir="/tmp/runs/sasrec_ml1m@wd_1e-4/version_0")
+    record(ledger, "sasrec_ml1m@wd_1e-4", first)
+    own.parent.mkdir()
+    own.write_text(ledger.read_text())  # the script seeds each cell's ledger with a copy of the shared one
+    second = {**first, "global_step": 13_000, "seconds": 100.0, "steps_this_sitting": 2_000}
+    record(own, "sasrec_ml1m@wd_1e-4", second)  # the cell's process, writing its own copy
+    record(ledger, "lru_ml1m@seed_43", entry(hardware=gpu))  # meanwhile another cell reached the shared ledger
+    cells = repro.adopt(ledger, own, "sasrec_ml1m@wd_1e-4", gpu)
+    assert set(cells) == {"sasrec_ml1m", "sasrec_ml1m@wd_1e-4", "lru_ml1m@seed_43"}  # nothing of the others lost
+    [kept] = cells["sasrec_ml1m@wd_1e-4"]
+    assert kept["global_step"] == 13_000 and kept["sittings"] == 2 and kept["seconds_total"] == 550.0
+    assert repro.adopt(ledger, own, "sasrec_ml1m@wd_1e-4", gpu) == cells  # adopting again changes nothing
+    assert read_ledger(ledger) == cells
+    # a cell whose process wrote nothing of this hardware (it failed before its test) leaves the ledger as it was
+    assert repro.adopt(ledger, own, "lru_beauty@dropout_06", gpu) == cells
+    assert repro.adopt(ledger, tmp_path / "never_written.json", "sasrec_ml1m", gpu) == cells
+
+
 def test_hardware_detection_reads_the_accelerator_flag():
     assert uses_gpu(["--trainer.accelerator", "gpu"]) and uses_gpu(["--trainer.accelerator=cuda"])
     assert not uses_gpu(["--trainer.accelerator", "cpu"])

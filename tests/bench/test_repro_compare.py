@@ -7,6 +7,7 @@ from seqrec.bench.repro_compare import (
     best_step,
     relative_differences,
     seed_groups,
+    seed_label,
     seed_of,
     seed_spread,
     selection,
@@ -147,6 +148,29 @@ def test_selection_picks_the_best_validation_setting_never_the_best_test_and_lis
     unknown = selection({"a": converged(42, None, 1.0, best=False), "a@b": converged(42, None, 1.0, best=False)}, {})
     assert [line for line in unknown if line.startswith("| a |")][0].split(" | ")[3] == "not recorded"
     assert not [line for line in unknown if line.endswith("selected |")]
+
+
+def test_a_grid_point_that_has_not_converged_is_listed_with_its_step_and_never_selected():
+    def run(seed, val, recall, status="early_stopping", step=10_000, hardware="CPU: x"):
+        return {"metrics": scaled({"recall@10": recall}), "status": status, "seed": seed, "best_score": val,
+                "global_step": step, "hardware": hardware}
+
+    converged = {"sasrec_ml1m@seed_43": run(43, 0.30, 0.98), "sasrec_ml1m@seed_44": run(44, 0.32, 0.96, hardware="1× GPU")}
+    partial = {"sasrec_ml1m@wd_1e-4": run(42, 0.35, 1.01, "sitting_time_limit", 13_230, "1× GPU"),  # higher, unfinished
+               "sasrec_ml1m@seed_45": run(45, 0.20, 0.50, "sitting_time_limit", 2_000)}  # a seed of a converged setting
+    lines = selection(converged, {"sasrec_ml1m": PAPER}, partial=partial)
+    rows = {line.split(" | ")[1]: line for line in lines if line.startswith("| sasrec_ml1m |")}
+    assert set(rows) == {"shipped", "wd_1e-4"}  # the partial seed joins no mean: its setting has converged seeds
+    assert rows["shipped"].startswith("| sasrec_ml1m | shipped | 43, 44 (GPU) | 0.31000 | 0.29100 |")
+    assert rows["shipped"].endswith("| selected |")  # the partial point validates higher but does not choose
+    assert rows["wd_1e-4"].startswith("| sasrec_ml1m | wd_1e-4 | 42 (GPU) | 0.35000 | 0.30300 |")
+    assert rows["wd_1e-4"].endswith("| partial (stopped at step 13,230): not in the choice |")
+    # one converged setting and nothing else: no choice to show; partial points alone still list the grid
+    assert selection(converged, {}, partial={"sasrec_ml1m@seed_45": partial["sasrec_ml1m@seed_45"]}) == []
+    only = selection({}, {}, partial={"a@b": run(42, 0.3, 1.0, "x"), "a@c": run(42, 0.2, 1.0, "x")})
+    assert not [line for line in only if line.endswith("| selected |")]
+    assert len([line for line in only if line.startswith("| a |")]) == 2
+    assert seed_label({"seed": 42}) == "42" and seed_label({"seed": 7, "hardware": "1× NVIDIA H200"}) == "7 (GPU)"
 
 
 def test_the_report_has_a_seed_spread_section_once_a_cell_has_two_seeds(tmp_path):

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,30 @@ def test_without_a_gpu_it_says_so_and_exits_0(tmp_path):
     assert "no shipped config nope" in run(["--cpu-dry-run", "nope"], tmp_path).stderr
 
 
+def test_a_plan_or_parallel_that_cannot_run_is_refused_before_anything_starts(tmp_path):
+    plan = tmp_path / "twice.plan"
+    plan.write_text("sasrec_ml1m@seed_43 --seed_everything 43\n# a comment\nsasrec_ml1m@seed_43 --seed_everything 44\n")
+    done = run(["--cpu-dry-run", "--plan", str(plan)], tmp_path)
+    assert done.returncode == 2 and "cell sasrec_ml1m@seed_43 is named twice" in done.stderr
+    plan.write_text("nope@dropout_04 --model.net.dropout 0.4\n")
+    assert "no shipped config nope" in run(["--cpu-dry-run", "--plan", str(plan)], tmp_path).stderr
+    done = run(["--cpu-dry-run", "--plan", str(tmp_path / "missing.plan")], tmp_path)
+    assert done.returncode == 2 and "missing.plan: no such file" in done.stderr
+    for bad in ("0", "two"):
+        done = run(["--cpu-dry-run", "--parallel", bad, "lru_ml1m"], tmp_path)
+        assert done.returncode == 2 and "--parallel takes a whole number" in done.stderr
+    assert not list(tmp_path.glob("gpu_repro.*"))  # nothing started
+
+
+def test_the_shipped_plan_names_shipped_configs_and_their_variants_flags():
+    plan = ROOT / "scripts" / "plans" / "issue21_gpu.plan"
+    cells = [line.split() for line in plan.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    assert len({cell for cell, *_ in cells}) == len(cells)
+    for cell, *flags in cells:
+        config, _, variant = cell.partition("@")
+        assert (ROOT / "seqrec" / "configs" / f"{config}.yaml").is_file() and variant and flags, cell
+
+
 @pytest.mark.slow  # the script's 63-second CPU dry run
 def test_cpu_dry_run_runs_cells_in_order_within_the_budget_then_the_gpu_check(tmp_path):
     results = ROOT / "results"
@@ -55,3 +80,37 @@ def test_cpu_dry_run_runs_cells_in_order_within_the_budget_then_the_gpu_check(tm
     assert {p.name for p in copy.iterdir()} == {"REPRODUCTION.md", "reproduction.json", "GPU.md"}
     after = {p.name: p.stat().st_mtime_ns for p in results.iterdir()} if results.is_dir() else {}
     assert after == before  # a dry run never writes results/
+
+
+@pytest.mark.slow  # three dry-run cells, two at a time (~45 s)
+def test_cells_of_a_plan_run_side_by_side_each_with_its_flags_and_all_reach_the_ledger(tmp_path):
+    plan = tmp_path / "grid.plan"
+    plan.write_text("# a SASRec grid point, a second seed, a padding variant\n"
+                    "sasrec_ml1m@dropout_04 --model.net.dropout 0.4   # trailing comment\n\n"
+                    "lru_ml1m@seed_43 --seed_everything 43\n"
+                    "lru_beauty@official_padding --model.net.padding official\n")
+    copy = tmp_path / "out"
+    done = run(["--cpu-dry-run", "--parallel", "2", "--no-check", "--plan", str(plan), "--copy-to", str(copy)], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "--no-check: scripts/gpu_check.sh not run" in done.stdout
+    cells = ["sasrec_ml1m@dropout_04", "lru_ml1m@seed_43", "lru_beauty@official_padding"]
+    for cell in cells:
+        assert f"[{cell}] ok" in done.stdout
+    # the third waits for a free slot: it starts after one of the first two has ended
+    lines = done.stdout.splitlines()
+    third = next(i for i, line in enumerate(lines) if "[lru_beauty@official_padding] allowance" in line)
+    assert any(" ok (" in line for line in lines[:third])
+    ledger = json.loads((copy / "reproduction.json").read_text())["cells"]
+    assert sorted(ledger) == sorted(cells)  # each process wrote its own ledger; all three were adopted
+    label = "CPU dry run of scripts/gpu_repro.sh (not a result), up to 2 cells sharing it (scripts/gpu_repro.sh)"
+    flags = {"sasrec_ml1m@dropout_04": "--model.net.dropout 0.4", "lru_ml1m@seed_43": "--seed_everything 43",
+             "lru_beauty@official_padding": "--model.net.padding official"}
+    for cell, flag in flags.items():
+        (entry,) = ledger[cell]
+        assert entry["hardware"] == label and flag in entry["command"] and "recall@10" in entry["metrics"]
+    assert ledger["lru_ml1m@seed_43"][0]["seed"] == 43
+    assert {p.name for p in copy.iterdir()} == {"REPRODUCTION.md", "reproduction.json", "GPU.md", "runs.tgz"}
+    with tarfile.open(copy / "runs.tgz") as tar:
+        names = tar.getnames()
+    assert "runs/lru_ml1m@seed_43/version_0/metrics.csv" in names and "lru_ml1m@seed_43.log" in names
+    assert not [n for n in names if n.endswith(".ckpt")]
