@@ -4,7 +4,7 @@
 #
 #   scripts/gpu_repro.sh [--budget SECONDS] [--per-cell SECONDS] [--precision 32-true|bf16-mixed]
 #                        [--results DIR] [--runs-dir DIR] [--copy-to DIR] [--parallel N] [--mps] [--no-check]
-#                        [--plan FILE] [--cpu-dry-run] [CELL ...]
+#                        [--plan FILE] [--resume] [--cpu-dry-run] [CELL ...]
 #
 # CELL: shipped configs, run in the order given (default: lru_ml1m sasrec_ml1m lru_beauty sasrec_beauty, then
 # Video, Sports, Steam and XLong, LRURec before SASRec). --plan FILE adds cells from a file, one per line:
@@ -29,6 +29,9 @@
 # Service first (kernels of the N processes then share the GPU instead of taking turns), checked with one CUDA
 # allocation and left off, with a message, where it does not start. The hardware label says "N cells sharing
 # it", since a cell's wall time is then not one GPU's own.
+# --resume continues each cell's last run in --runs-dir (`seqrec repro --resume true`), e.g. a second call on a lent
+# machine that is still warm, whose runs folder outlived the first call; the ledger counts the sittings and their time
+# where the hardware label is the same (give the same --parallel and --mps, which the label names).
 # Then scripts/gpu_check.sh runs with what is left (its own BUDGET_S; --no-check: not at all) and its report
 # becomes results/GPU.md with the cells' section kept. --copy-to DIR copies the result files there after every
 # cell (a lent machine's output folder), with runs.tgz (every run directory less its checkpoints and wandb
@@ -64,8 +67,9 @@ PARALLEL=1
 MPS=0
 CHECK=1
 PLAN=""
+RESUME=false
 CELLS=()
-usage() { echo "usage: scripts/gpu_repro.sh [--budget S] [--per-cell S] [--precision 32-true|bf16-mixed] [--results DIR] [--runs-dir DIR] [--copy-to DIR] [--parallel N] [--mps] [--no-check] [--plan FILE] [--cpu-dry-run] [CELL ...]" >&2; exit 2; }
+usage() { echo "usage: scripts/gpu_repro.sh [--budget S] [--per-cell S] [--precision 32-true|bf16-mixed] [--results DIR] [--runs-dir DIR] [--copy-to DIR] [--parallel N] [--mps] [--no-check] [--plan FILE] [--resume] [--cpu-dry-run] [CELL ...]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu-dry-run) DRY=1 ;;
@@ -79,6 +83,7 @@ while [ $# -gt 0 ]; do
     --mps) MPS=1 ;;
     --no-check) CHECK=0 ;;
     --plan) PLAN=${2:?}; shift ;;
+    --resume) RESUME=true ;;
     -h|--help) usage ;;
     -*) usage ;;
     *) CELLS+=("$1") ;;
@@ -143,19 +148,20 @@ echo "gpu_repro: working in $WORK; results in $RESULTS"
 SHARED=""
 if [ "$DRY" = 1 ]; then
   export SEQREC_CACHE="$WORK/cache"
-  SHARED="$WORK/data"
+  # beside the runs folder, so that a --resume call over the same --runs-dir finds its runs' data path unchanged
+  SHARED="$(dirname "$RUNS")/dry_run_data"
   "$PY" - "$SHARED" <<'EOF'
 import gzip, sys
 from pathlib import Path
 import numpy as np
 root = Path(sys.argv[1])
-(root / "lrurec").mkdir(parents=True)
+(root / "lrurec").mkdir(parents=True, exist_ok=True)
 for seed, name in enumerate(["ml-1m", "beauty", "video", "sports", "steam"]):  # SASRec/LRURec "user item" pairs
     rng = np.random.default_rng(seed)  # 60 items: the protocol ranks @50
     lines = [f"{u} {(u * 3 + 7 * t + int(rng.integers(3))) % 60 + 1}" for u in range(1, 41) for t in range(12)]
     (root / "lrurec" / f"{name}.txt.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
 xlong = root / "xlong"
-xlong.mkdir()
+xlong.mkdir(exist_ok=True)
 for name, rows in (("train_corpus_total_dual.txt", range(0, 20)), ("test_corpus_total_dual.txt", range(20, 40))):
     with open(xlong / name, "w") as out:  # index \t user \t history \t target \t negatives
         for row in rows:
@@ -252,7 +258,7 @@ launch() {  # CELL ALLOWANCE MAX_TIME: one `seqrec repro` process writing its ow
   mkdir -p "$ledger"
   if [ -f "$RESULTS/reproduction.json" ]; then cp "$RESULTS/reproduction.json" "$ledger/"; fi
   local begin; begin=$(date +%s)
-  timeout $(( allowance + GRACE_S )) "$PY" -m seqrec repro --configs "$config" "${variant[@]}" --runs_dir "$RUNS" \
+  timeout $(( allowance + GRACE_S )) "$PY" -m seqrec repro --configs "$config" "${variant[@]}" --runs_dir "$RUNS" --resume "$RESUME" \
     --out "$ledger/REPRODUCTION.md" --hardware "$HW_LABEL" \
     --sitting_time "$(printf '00:%02d:%02d:%02d' $(( max_time / 3600 )) $(( max_time % 3600 / 60 )) $(( max_time % 60 )))" \
     "${shared_args[@]}" -- "${cell_flags[@]}" "${flags[@]}" > "$WORK/$cell.log" 2>&1

@@ -89,8 +89,9 @@ def test_cells_of_a_plan_run_side_by_side_each_with_its_flags_and_all_reach_the_
                     "sasrec_ml1m@dropout_04 --model.net.dropout 0.4   # trailing comment\n\n"
                     "lru_ml1m@seed_43 --seed_everything 43\n"
                     "lru_beauty@official_padding --model.net.padding official\n")
-    copy = tmp_path / "out"
-    done = run(["--cpu-dry-run", "--parallel", "2", "--no-check", "--plan", str(plan), "--copy-to", str(copy)], tmp_path)
+    copy, runs, results = tmp_path / "out", tmp_path / "runs", tmp_path / "results"
+    common = ["--cpu-dry-run", "--no-check", "--runs-dir", str(runs), "--results", str(results)]
+    done = run([*common, "--parallel", "2", "--plan", str(plan), "--copy-to", str(copy)], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "--no-check: scripts/gpu_check.sh not run" in done.stdout
     cells = ["sasrec_ml1m@dropout_04", "lru_ml1m@seed_43", "lru_beauty@official_padding"]
@@ -114,3 +115,12 @@ def test_cells_of_a_plan_run_side_by_side_each_with_its_flags_and_all_reach_the_
         names = tar.getnames()
     assert "runs/lru_ml1m@seed_43/version_0/metrics.csv" in names and "lru_ml1m@seed_43.log" in names
     assert not [n for n in names if n.endswith(".ckpt")]
+    # a second call with --resume continues the cell's run in the same runs folder (a lent machine still warm)
+    again = tmp_path / "again.plan"
+    again.write_text("lru_ml1m@seed_43 --seed_everything 43 --trainer.max_steps 6\n")  # two steps more than the dry run's 4
+    done = run([*common, "--resume", "--parallel", "2", "--plan", str(again)], tmp_path)  # the same label: same --parallel
+    assert done.returncode == 0, done.stdout + done.stderr
+    (entry,) = json.loads((results / "reproduction.json").read_text())["cells"]["lru_ml1m@seed_43"]
+    assert entry["command"].endswith("--ckpt_path last") and entry["run_dir"].endswith("lru_ml1m@seed_43/version_0")
+    assert entry["global_step"] == 6 and entry["steps_this_sitting"] == 2 and entry["sittings"] == 2
+    assert not (runs / "lru_ml1m@seed_43" / "version_1").exists()
