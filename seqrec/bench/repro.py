@@ -162,7 +162,8 @@ MIN_PACE_STEPS = 1000
 # official`) is its own cell "<config>@<variant>", with its own runs folder and ledger entries, compared with the
 # config's paper figures; without it, a run with other flags would replace the cell's entry
 VARIANT_MARK = "@"
-VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# a grid point's second seed is the variant "<variant>+seed_N" (repro_compare.SEED_RERUN)
+VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*(\+seed_\d+)?$")
 
 
 def base_config(cell: str) -> str:
@@ -647,8 +648,8 @@ def command(
     configs = CELLS if args.configs == ["all"] else args.configs
     if variant is not None:
         if not VARIANT_NAME.match(variant):
-            raise ValueError(f"--variant {variant!r}: use lower-case letters, digits, _ and - (it names a runs "
-                             "folder and a ledger cell)")
+            raise ValueError(f"--variant {variant!r}: use lower-case letters, digits, _ and -, and +seed_N for a "
+                             "grid point's other seed (it names a runs folder and a ledger cell)")
         configs = [f"{base_config(config)}{VARIANT_MARK}{variant}" for config in configs]
     extra_common = [a for a in args.overrides if a != "--"]
     label = args.hardware or detect_hardware(uses_gpu(extra_common))

@@ -217,6 +217,19 @@ def test_a_cell_run_beside_others_is_adopted_from_its_own_ledger_with_its_sittin
     assert repro.adopt(ledger, tmp_path / "never_written.json", "sasrec_ml1m", gpu) == cells
 
 
+def test_a_variant_name_is_a_folder_name_and_a_grid_points_seed_is_its_own_cell(tmp_path, capsys):
+    assert repro.VARIANT_NAME.match("dropout_04") and repro.VARIANT_NAME.match("wd_1e-4+seed_43")
+    for bad in ("Dropout", "a/b", "../x", "x+y", "+seed_4", "x+seed_", ""):
+        assert not repro.VARIANT_NAME.match(bad), bad
+    with pytest.raises(SystemExit):
+        repro.main(["--configs", "sasrec_ml1m", "--variant", "a/b", "--runs_dir", str(tmp_path), "--out",
+                    str(tmp_path / "R.md"), "--report_only", "true"])
+    assert "--variant 'a/b': use lower-case letters" in capsys.readouterr().err
+    repro.main(["--configs", "sasrec_ml1m", "--variant", "wd_1e-4+seed_43", "--runs_dir", str(tmp_path), "--out",
+                str(tmp_path / "R.md"), "--report_only", "true"])
+    assert "| sasrec_ml1m@wd_1e-4+seed_43 | not yet run |" in (tmp_path / "R.md").read_text()
+
+
 def test_hardware_detection_reads_the_accelerator_flag():
     assert uses_gpu(["--trainer.accelerator", "gpu"]) and uses_gpu(["--trainer.accelerator=cuda"])
     assert not uses_gpu(["--trainer.accelerator", "cpu"])

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from seqrec.bench.repro import VARIANT_NAME
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_repro.sh"
 
@@ -55,6 +57,7 @@ def test_the_shipped_plan_names_shipped_configs_and_their_variants_flags():
     for cell, *flags in cells:
         config, _, variant = cell.partition("@")
         assert (ROOT / "seqrec" / "configs" / f"{config}.yaml").is_file() and variant and flags, cell
+        assert VARIANT_NAME.match(variant), cell  # what seqrec repro --variant accepts
 
 
 @pytest.mark.slow  # the script's 63-second CPU dry run
