@@ -80,7 +80,7 @@ def test_cpu_dry_run_runs_cells_in_order_within_the_budget_then_the_gpu_check(tm
     assert gpu.startswith("# GPU check (CPU dry run of the script: not GPU figures)")
     assert "## Reproduction cells (scripts/gpu_repro.sh)" in gpu
     assert "| lru_xlong | ok |" in gpu and "| sasrec_ml1m | skipped: budget |" in gpu
-    assert {p.name for p in copy.iterdir()} == {"REPRODUCTION.md", "reproduction.json", "GPU.md"}
+    assert {p.name for p in copy.iterdir()} == {"REPRODUCTION.md", "reproduction.json", "GPU.md", "runs.tgz"}
     after = {p.name: p.stat().st_mtime_ns for p in results.iterdir()} if results.is_dir() else {}
     assert after == before  # a dry run never writes results/
 
