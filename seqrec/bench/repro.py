@@ -554,17 +554,21 @@ def report(cells: dict[str, list[dict[str, Any]]], configs: list[str] | None = N
     return "\n".join(lines) + "\n"
 
 
+def cells_with_status(cells: dict[str, list[dict[str, Any]]], configs: list[str], wanted: str) -> dict[str, dict[str, Any]]:
+    """``{cell: the entry its status rests on}`` of the cells whose ``cell_status`` starts with ``wanted``
+    ("converged", "partial"), in report order."""
+    found = {config: cell_status(cells.get(config, [])) for config in configs}
+    return {config: entry for config, (status, entry) in found.items() if status.startswith(wanted) and entry is not None}
+
+
 def converged_cells(cells: dict[str, list[dict[str, Any]]], configs: list[str]) -> dict[str, dict[str, Any]]:
     """``{cell: its converged entry}`` in report order."""
-    found = {config: cell_status(cells.get(config, [])) for config in configs}
-    return {config: entry for config, (status, entry) in found.items() if status == "converged" and entry is not None}
+    return cells_with_status(cells, configs, "converged")
 
 
 def partial_cells(cells: dict[str, list[dict[str, Any]]], configs: list[str]) -> dict[str, dict[str, Any]]:
     """``{cell: its newest entry}`` of the cells that have run but not converged, in report order."""
-    found = {config: cell_status(cells.get(config, [])) for config in configs}
-    return {config: entry for config, (status, entry) in found.items()
-            if status.startswith("partial") and entry is not None}
+    return cells_with_status(cells, configs, "partial")
 
 
 def verdicts(cells: dict[str, list[dict[str, Any]]], configs: list[str]) -> list[str]:

@@ -128,11 +128,12 @@ def selection(converged: dict[str, dict[str, Any]], paper_of: dict[str, dict[str
              + f" | test {metric} vs paper | |", "|---|---|---|---|" + "---|" * len(names) + "---|---|"]
     for config in configs:
         found, unfinished = settings.get(config, {}), stopped.get(config, {})
+        rows = {**found, **unfinished}  # converged settings first, then those only partial runs show
         val = {setting: mean([e["best_score"] for e in entries if e.get("best_score") is not None])
-               for setting, entries in {**found, **unfinished}.items()}
+               for setting, entries in rows.items()}
         chosen = max((s for s in found if val[s] is not None), key=lambda s: val[s], default=None)
         paper = paper_of.get(config, {})
-        for setting, entries in {**found, **unfinished}.items():
+        for setting, entries in rows.items():
             test = {n: mean([e["metrics"][n] for e in entries if n in e.get("metrics", {})]) for n in [*names, metric]}
             seeds = ", ".join(seed_label(e) for e in entries)
             against = (signed_percent((test[metric] - paper[metric]) / paper[metric])
@@ -214,9 +215,9 @@ def seed_of(run: Path) -> int | None:
 
 def plot_curves(curves: dict[str, dict[str, Any]], paper: dict[str, dict[str, float]], out: Path,
                 metric: str = CURVE_METRIC) -> Path | None:
-    """Write ``out``: one panel per cell of ``curves`` (``{cell: entry}`` with ``val_curve``; ``paper`` by shipped config), validation
-    ``metric`` per step, its best step marked, and the paper's final test figure dashed. None without
-    matplotlib or any curve."""
+    """Write ``out``: one panel per cell of ``curves`` (``{cell: entry}`` with ``val_curve``; ``paper`` by shipped
+    config), validation ``metric`` per step, its best step marked, and the paper's final test figure dashed. None
+    without matplotlib or any curve."""
     cells = {cell: entry for cell, entry in curves.items() if entry.get("val_curve")}
     if not cells:
         return None
