@@ -449,7 +449,11 @@ def continued(entry: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
 
     A sitting continues ``earlier`` only where it started at or after earlier's last step (global_step −
     steps_this_sitting): a new run written to the same directory path (runs_dir lost with a machine, the
-    version numbering started again) starts at step 0 and keeps its own count."""
+    version numbering started again) starts at step 0 and keeps its own count. An entry that already carries
+    more sittings than ``earlier`` was totalled by the ledger it was first recorded in (``adopt``), which saw
+    every sitting, also ones this ledger never did: its totals are kept as they are."""
+    if (entry.get("sittings") or 0) > (earlier.get("sittings") or 1):
+        return entry
     if entry.get("run_dir") != earlier.get("run_dir") or (entry.get("global_step") or 0) <= (earlier.get("global_step") or 0):
         return entry
     if entry.get("steps_this_sitting") is not None:

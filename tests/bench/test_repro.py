@@ -217,6 +217,23 @@ def test_a_cell_run_beside_others_is_adopted_from_its_own_ledger_with_its_sittin
     assert repro.adopt(ledger, tmp_path / "never_written.json", "sasrec_ml1m", gpu) == cells
 
 
+def test_an_adopted_cell_keeps_the_sittings_its_own_ledger_counted(tmp_path):
+    """The shared ledger saw a run's first sitting only; the cell's own ledger saw all three: its totals stand
+    (adding its last sitting to the first would lose the middle one)."""
+    ledger, own, cpu = tmp_path / "reproduction.json", tmp_path / "wt" / "reproduction.json", "CPU: test"
+    first = entry(status="sitting_time_limit", hardware=cpu, global_step=12_000, seconds=5_400.0,
+                  steps_this_sitting=12_000, run_dir="runs/repro/sasrec_ml1m@wd_1e-4/version_0")
+    record(ledger, "sasrec_ml1m@wd_1e-4", first)
+    own.parent.mkdir()
+    own.write_text(ledger.read_text())
+    record(own, "sasrec_ml1m@wd_1e-4", {**first, "global_step": 20_500, "seconds": 3_600.0, "steps_this_sitting": 8_500})
+    record(own, "sasrec_ml1m@wd_1e-4", {**first, "status": "early_stopping", "global_step": 23_000, "seconds": 1_000.0,
+                                        "steps_this_sitting": 2_500})
+    [kept] = repro.adopt(ledger, own, "sasrec_ml1m@wd_1e-4", cpu)["sasrec_ml1m@wd_1e-4"]
+    assert kept["sittings"] == 3 and kept["seconds_total"] == 10_000.0
+    assert repro.wall_time(kept) == "10,000 s (3 sittings)"
+
+
 def test_a_variant_name_is_a_folder_name_and_a_grid_points_seed_is_its_own_cell(tmp_path, capsys):
     assert repro.VARIANT_NAME.match("dropout_04") and repro.VARIANT_NAME.match("wd_1e-4+seed_43")
     for bad in ("Dropout", "a/b", "../x", "x+y", "+seed_4", "x+seed_", ""):
