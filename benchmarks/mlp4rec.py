@@ -2,6 +2,7 @@
 
     python -m benchmarks.mlp4rec [--runs-dir runs/mlp4rec_bench] [--epochs 3] [--short-epochs 1]
                                  [--seeds 2022 2023 2024] [--jobs 1] [--out results/MLP4REC.md]
+    python -m benchmarks.mlp4rec --epochs 0 --seeds 2022 [--models sasrec gru4rec] [--threads 2]
 
 The fits (``benchmarks.fit_grid``, resumable), each ``--threads 1`` with validation every quarter epoch:
 - the main table: every model for ``--epochs`` epochs with the first seed, and the popularity floor;
@@ -14,6 +15,12 @@ MLP4Rec runs at the CPU size ``CPU_SIZE`` (d 32, 2 layers, lr 1e-3, batch 64 × 
 the config ships the official size (d 128, 4 layers, lr 1e-4), see results/MLP4REC.md for why.
 Paired differences on the 943 test users (``fit_grid.paired``): features − no features, and MLP4Rec − SASRec.
 The ``## Results`` section of ``--out`` is rewritten; the other sections (the prose) are kept.
+
+``--epochs 0`` is the protocol's own budget instead (``## Results: early stopping``, its JSON
+``results/mlp4rec_ml100k_early_stopping.json``): each of ``--models`` per seed at its config as shipped, MLP4Rec
+at the official size, validated once an epoch, stopped after 10 validations without a gain in MRR@10 (at most 100
+epochs), the best-validating checkpoint tested; ``--threads`` per fit (default 1). A fit cut off (a signal, a
+crash) continues from its ``last.ckpt`` when the same command runs again.
 """
 
 from __future__ import annotations
@@ -32,21 +39,34 @@ METRICS = ("hr@10", "ndcg@10", "mrr@10")
 COMMON = ("--threads", "1", "--trainer.val_check_interval", "0.25")
 CPU_SIZE = ("--model.init_args.lr", "0.001", "--model.net.d_model", "32", "--model.net.num_layers", "2",
             "--data.init_args.batch_size", "64", "--trainer.accumulate_grad_batches", "4")
-# name: (label, config, flags)
+# name: (label, config, flags); the fixed-epoch tables run the models named in CPU_SIZED at CPU_SIZE
 MODELS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "mlp4rec": ("**MLP4Rec + features** (genres, title, year)", "mlp4rec_ml100k.yaml", CPU_SIZE),
-    "mlp4rec_nofeatures": ("MLP4Rec, no features", "mlp4rec_ml100k.yaml", (*CPU_SIZE, "--data.init_args.features", "null")),
+    "mlp4rec": ("**MLP4Rec + features** (genres, title, year)", "mlp4rec_ml100k.yaml", ()),
+    "mlp4rec_nofeatures": ("MLP4Rec, no features", "mlp4rec_ml100k.yaml", ("--data.init_args.features", "null")),
     "sasrec": ("SASRec", "sasrec_ml100k_pop100.yaml", ()),
     "gru4rec": ("GRU4Rec", "gru4rec_ml100k_pop100.yaml", ()),
 }
+CPU_SIZED = ("mlp4rec", "mlp4rec_nofeatures")
+EARLY_STOPPING = "Results: early stopping"
 POPULARITY = Fit("popularity", "sasrec_ml100k_pop100.yaml",
                  ("--threads", "1", "--model.net", "seqrec.models.next_item.popularity.Popularity", "--trainer.max_epochs", "1"))
 
 
 def model_fit(model: str, epochs: int, seed: int) -> Fit:
+    """``model`` for ``epochs`` epochs, validated every quarter epoch, one thread, MLP4Rec at ``CPU_SIZE``."""
     _, config, flags = MODELS[model]
-    return Fit(f"{model}_{epochs}ep_s{seed}", config, (*COMMON, *flags, "--trainer.max_epochs", str(epochs),
+    size = CPU_SIZE if model in CPU_SIZED else ()
+    return Fit(f"{model}_{epochs}ep_s{seed}", config, (*COMMON, *size, *flags, "--trainer.max_epochs", str(epochs),
                                                       "--seed_everything", str(seed)))
+
+
+def early_stopping_fit(model: str, seed: int, threads: int = 1) -> Fit:
+    """``model`` at its config as shipped (MLP4Rec: d 128, 4 layers, lr 1e-4, the official size) under the protocol's
+    own budget (``configs/protocol/mlp4rec.yaml``: validation once an epoch, early stopping on MRR@10 after 10,
+    at most 100 epochs)."""
+    _, config, flags = MODELS[model]
+    return Fit(f"{model}_early_stopping_s{seed}", config, ("--threads", str(threads), *flags,
+                                                           "--seed_everything", str(seed)))
 
 
 VARIANTS = ("mlp4rec", "mlp4rec_nofeatures")  # with and without item features
@@ -148,17 +168,54 @@ def short_table(done: dict[str, Outcome], short_epochs: int, seeds: list[int]) -
     return lines
 
 
+def early_stopping_table(done: dict[str, Outcome], dirs: dict[str, Path], models: list[str],
+                         seeds: list[int]) -> list[str]:
+    """One row per model and seed (epochs trained, the tested checkpoint's epoch, why it stopped), the popularity
+    floor, then the paired differences on the test users that the fitted models allow."""
+    lines = ["### Each model to early stopping, its config as shipped", "",
+             "| model | seed | epochs (best) | steps | stopped by | test HR@10 | test NDCG@10 | test MRR@10 | "
+             "best val MRR@10 | fit s | wall s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for seed in seeds:
+        for model in models:
+            o = done[early_stopping_fit(model, seed).name]
+            lines.append(f"| {MODELS[model][0]} | {seed} | {o.epochs} ({o.best_epoch}) | {o.steps} | {o.status} | "
+                         + " | ".join(f"{o.test[f'test/{m}']:.4f}" for m in METRICS)
+                         + f" | {o.best_val:.4f} | {o.fit_s:.0f} | {o.wall_s:.0f} |")
+    o = done[POPULARITY.name]
+    lines.append("| Popularity (reference) | – | – | – | – | " + " | ".join(f"{o.test[f'test/{m}']:.4f}" for m in METRICS)
+                 + f" | {o.best_val:.4f} | {o.fit_s:.0f} | {o.wall_s:.0f} |")
+    pairs = [(f"{MODELS[a][0]} − {MODELS[b][0]}", a, b) for a, b in
+             [("mlp4rec", "mlp4rec_nofeatures"), ("mlp4rec", "sasrec"), ("sasrec", "gru4rec")]
+             if a in models and b in models]
+    if pairs:
+        lines += ["", f"Paired on the same 943 test users (mean difference (s.e.) over seeds {', '.join(map(str, seeds))}; "
+                  "the s.e. covers the test users' sampling, not training's randomness):", "",
+                  "| difference | HR@10 | NDCG@10 | MRR@10 |", "|---|---|---|---|"]
+        for label, a, b in pairs:
+            runs, bases = ([dirs[early_stopping_fit(m, s).name] for s in seeds] for m in (a, b))
+            lines.append(f"| {label} | " + " | ".join("{:+.4f} ({:.4f})".format(*paired(runs, bases, m))
+                                                      for m in METRICS) + " |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> dict[str, Outcome]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs-dir", type=Path, default=Path("runs/mlp4rec_bench"))
-    p.add_argument("--epochs", type=int, default=3, help="epochs of the main table (default 3: the CPU budget)")
+    p.add_argument("--epochs", type=int, default=3,
+                   help="epochs of the main table (default 3: the CPU budget; 0: the protocol's early stopping)")
     p.add_argument("--short-epochs", type=int, default=1, help="epochs of the seed table (default 1)")
     p.add_argument("--seeds", type=int, nargs="+", default=[2022, 2023, 2024], help="the first is the main table's")
     p.add_argument("--jobs", type=int, default=1, help="fits side by side (default 1; wall times then share the cores)")
     p.add_argument("--out", type=Path, default=Path("results/MLP4REC.md"))
-    p.add_argument("--json", type=Path, default=Path("results/mlp4rec_ml100k.json"))
+    p.add_argument("--json", type=Path, default=None,
+                   help="raw figures (default results/mlp4rec_ml100k.json; with --epochs 0 ..._early_stopping.json)")
+    p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS),
+                   help="with --epochs 0: the models to fit (default all four)")
+    p.add_argument("--threads", type=int, default=1, help="with --epochs 0: torch threads per fit (default 1)")
     args = p.parse_args(argv)
     command = shown_command("benchmarks.mlp4rec", argv if argv is not None else sys.argv[1:])
+    if args.epochs == 0:
+        return early_stopping(args, command)
     machine = machine_description(threads=1)
     dirs = run_all(grid(args.epochs, args.short_epochs, args.seeds), args.runs_dir, args.jobs)
     done = {name: outcome(run) for name, run in dirs.items()}
@@ -167,7 +224,22 @@ def main(argv: list[str] | None = None) -> dict[str, Outcome]:
             "1 thread per fit.", "", *main_table(done, args.epochs, seed), *paired_lines(dirs, args.epochs, seed),
             *curve_table(dirs, args.epochs, seed), *features_table(done, dirs, args.epochs, args.seeds),
             *short_table(done, args.short_epochs, args.seeds)]
-    print(publish(args.out, TITLE, args.json, command, machine, args.jobs, done, body))
+    print(publish(args.out, TITLE, args.json or Path("results/mlp4rec_ml100k.json"), command, machine, args.jobs,
+                  done, body))
+    return done
+
+
+def early_stopping(args: argparse.Namespace, command: str) -> dict[str, Outcome]:
+    """``--epochs 0``: every model of ``--models`` per seed to early stopping; its own section and JSON."""
+    fits = [early_stopping_fit(m, s, args.threads) for s in args.seeds for m in args.models]
+    machine = machine_description(threads=args.threads)
+    dirs = run_all([*fits, POPULARITY], args.runs_dir, args.jobs)
+    done = {name: outcome(run) for name, run in dirs.items()}
+    body = ["\"fit s\" is `fit_summary.json`'s `seconds_this_sitting` (its last sitting); \"wall s\" the whole "
+            f"command (data, fit, test); {args.threads} thread(s) per fit; \"epochs (best)\": epochs trained and the "
+            "tested checkpoint's epoch.", "", *early_stopping_table(done, dirs, args.models, args.seeds)]
+    json_path = args.json or Path("results/mlp4rec_ml100k_early_stopping.json")
+    print(publish(args.out, EARLY_STOPPING, json_path, command, machine, args.jobs, done, body))
     return done
 
 
