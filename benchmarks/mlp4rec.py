@@ -82,17 +82,20 @@ def grid(epochs: int, short_epochs: int, seeds: list[int]) -> list[Fit]:
     return [*fits, POPULARITY]
 
 
+def figures(o: Outcome) -> str:
+    """A row's closing cells: the test metrics, the best validation MRR@10, fit and wall seconds."""
+    return (" | ".join(f"{o.test[f'test/{m}']:.4f}" for m in METRICS)
+            + f" | {o.best_val:.4f} | {o.fit_s:.0f} | {o.wall_s:.0f} |")
+
+
 def main_table(done: dict[str, Outcome], epochs: int, seed: int) -> list[str]:
     lines = [f"### Main table: {epochs} epochs, seed {seed}", "",
              "| model | epochs | steps | test HR@10 | test NDCG@10 | test MRR@10 | best val MRR@10 | fit s | wall s |",
              "|---|---|---|---|---|---|---|---|---|"]
     for model, (label, _, _) in MODELS.items():
         o = done[model_fit(model, epochs, seed).name]
-        lines.append(f"| {label} | {epochs} | {o.steps} | " + " | ".join(f"{o.test[f'test/{m}']:.4f}" for m in METRICS)
-                     + f" | {o.best_val:.4f} | {o.fit_s:.0f} | {o.wall_s:.0f} |")
-    o = done[POPULARITY.name]
-    lines.append("| Popularity (reference) | – | – | " + " | ".join(f"{o.test[f'test/{m}']:.4f}" for m in METRICS)
-                 + f" | {o.best_val:.4f} | {o.fit_s:.0f} | {o.wall_s:.0f} |")
+        lines.append(f"| {label} | {epochs} | {o.steps} | {figures(o)}")
+    lines.append(f"| Popularity (reference) | – | – | {figures(done[POPULARITY.name])}")
     return lines
 
 
@@ -163,8 +166,7 @@ def short_table(done: dict[str, Outcome], short_epochs: int, seeds: list[int]) -
             name = model_fit(model, short_epochs, seed).name
             if name in done:
                 o = done[name]
-                lines.append(f"| {label} | {seed} | " + " | ".join(f"{o.test[f'test/{m}']:.4f}" for m in METRICS)
-                             + f" | {o.best_val:.4f} | {o.fit_s:.0f} | {o.wall_s:.0f} |")
+                lines.append(f"| {label} | {seed} | {figures(o)}")
     return lines
 
 
@@ -179,11 +181,8 @@ def early_stopping_table(done: dict[str, Outcome], dirs: dict[str, Path], models
         for model in models:
             o = done[early_stopping_fit(model, seed).name]
             lines.append(f"| {MODELS[model][0]} | {seed} | {o.epochs} ({o.best_epoch}) | {o.steps} | {o.status} | "
-                         + " | ".join(f"{o.test[f'test/{m}']:.4f}" for m in METRICS)
-                         + f" | {o.best_val:.4f} | {o.fit_s:.0f} | {o.wall_s:.0f} |")
-    o = done[POPULARITY.name]
-    lines.append("| Popularity (reference) | – | – | – | – | " + " | ".join(f"{o.test[f'test/{m}']:.4f}" for m in METRICS)
-                 + f" | {o.best_val:.4f} | {o.fit_s:.0f} | {o.wall_s:.0f} |")
+                         f"{figures(o)}")
+    lines.append(f"| Popularity (reference) | – | – | – | – | {figures(done[POPULARITY.name])}")
     pairs = [(f"{MODELS[a][0]} − {MODELS[b][0]}", a, b) for a, b in
              [("mlp4rec", "mlp4rec_nofeatures"), ("mlp4rec", "sasrec"), ("sasrec", "gru4rec")]
              if a in models and b in models]

@@ -449,11 +449,7 @@ def continued(entry: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
 
     A sitting continues ``earlier`` only where it started at or after earlier's last step (global_step −
     steps_this_sitting): a new run written to the same directory path (runs_dir lost with a machine, the
-    version numbering started again) starts at step 0 and keeps its own count. An entry that already carries
-    more sittings than ``earlier`` was totalled by the ledger it was first recorded in (``adopt``), which saw
-    every sitting, also ones this ledger never did: its totals are kept as they are."""
-    if (entry.get("sittings") or 0) > (earlier.get("sittings") or 1):
-        return entry
+    version numbering started again) starts at step 0 and keeps its own count."""
     if entry.get("run_dir") != earlier.get("run_dir") or (entry.get("global_step") or 0) <= (earlier.get("global_step") or 0):
         return entry
     if entry.get("steps_this_sitting") is not None:
@@ -466,9 +462,11 @@ def continued(entry: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "sittings": earlier.get("sittings", 1) + 1, "seconds_total": round(seconds + entry["seconds"], 1)}
 
 
-def record(ledger_path: Path, config: str, entry: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def record(ledger_path: Path, config: str, entry: dict[str, Any],
+           totalled: bool = False) -> dict[str, list[dict[str, Any]]]:
     """Add ``entry`` to the ledger, replacing the cell's entry of the same hardware (a later sitting of the same run
-    carries its totals: ``continued``); written atomically."""
+    carries its totals: ``continued``; ``totalled``: the entry carries them already and is stored as it is);
+    written atomically."""
     cells = read_ledger(ledger_path)
     kept, replaced = [], None
     for earlier in cells.get(config, []):
@@ -476,7 +474,7 @@ def record(ledger_path: Path, config: str, entry: dict[str, Any]) -> dict[str, l
             replaced = earlier
         else:
             kept.append(earlier)
-    cells[config] = [*kept, entry if replaced is None else continued(entry, replaced)]
+    cells[config] = [*kept, entry if replaced is None or totalled else continued(entry, replaced)]
     write_json(ledger_path, {"cells": cells})
     return cells
 
@@ -486,11 +484,12 @@ def adopt(ledger_path: Path, source: Path, cell: str, hardware: str) -> dict[str
     newest), as ``record`` does; the ledger as it was when ``source`` has none. Cells run side by side
     (``scripts/gpu_repro.sh --parallel``) each write a ledger of their own, adopted here one at a time, so no
     two processes rewrite one file: a ledger is read, changed and replaced whole, and two writers would lose
-    one cell."""
+    one cell. The entry is stored as ``source`` totalled it: ``source`` began as a copy of the shared ledger and
+    counted every sitting since, also ones the shared ledger never saw."""
     entry = next((e for e in reversed(read_ledger(source).get(cell, [])) if e.get("hardware") == hardware), None)
     if entry is None:
         return read_ledger(ledger_path)
-    return record(ledger_path, cell, entry)
+    return record(ledger_path, cell, entry, totalled=True)
 
 
 # ---------------------------------------------------------------------------------------------------
