@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from seqrec import child_process
 from seqrec.atomic import write_json
 from seqrec.bench.report import load_average, write_section
 from seqrec.loggers.report import read_csv_rows
@@ -79,12 +80,14 @@ def train(fit: Fit, runs_dir: Path) -> Path:
     log = runs_dir / "logs" / f"{fit.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    with open(log, "a", encoding="utf-8") as handle:
-        done = subprocess.run(fit_command(fit, runs_dir, resume), stdout=handle, stderr=subprocess.STDOUT, check=False)
+    with open(log, "a", encoding="utf-8") as handle:  # a signal to this process stops the fit at its resume point
+        code = child_process.run(fit_command(fit, runs_dir, resume), stdout=handle, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - start
     run_dir = newest_run(experiment)
-    if done.returncode != 0 or not tested(run_dir):
-        raise RuntimeError(f"{fit.name} failed (exit {done.returncode}): see {log}")
+    if code in (130, 143):
+        raise RuntimeError(f"{fit.name} stopped by a signal at a resume point: run the same command again to continue")
+    if code != 0 or not tested(run_dir):
+        raise RuntimeError(f"{fit.name} failed (exit {code}): see {log}")
     write_json(run_dir / RECORD, {"config": fit.config, "flags": list(fit.flags), "wall_s": round(wall, 1),
                                   "resumed": resume})
     return run_dir
@@ -106,7 +109,8 @@ def run_all(fits: Sequence[Fit], runs_dir: Path, jobs: int = 1) -> dict[str, Pat
     names = [fit.name for fit in fits]
     if len(set(names)) != len(names):
         raise ValueError(f"fit names repeat: {sorted(n for n in names if names.count(n) > 1)}")
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    # the main thread forwards a SIGINT/SIGTERM to the fits the pool's threads run (seqrec.child_process)
+    with child_process.forwarding_signals(), ThreadPoolExecutor(max_workers=jobs) as pool:
         dirs = list(pool.map(lambda fit: train(fit, runs_dir), fits))
     return dict(zip(names, dirs, strict=True))
 

@@ -9,7 +9,8 @@ NARM and FMLP-Rec columns, one shipped config each (``lru_video``, ``sasrec_xlon
 ``narm_ml1m``, ...). Each config runs in its own process (``python -m seqrec fit``) so wall times are
 clean; ``--sitting_time`` bounds each sitting (as fit's ``--sitting_time``: it stops at an exact resume point and tests
 the best checkpoint so far; exit 75) and ``--resume`` (``--ckpt_path last``) continues it later with the same
-metrics as an uninterrupted run (tests/test_fit.py, tests/callbacks/test_signals.py). After every config its result joins the ledger
+metrics as an uninterrupted run (tests/test_fit.py, tests/callbacks/test_signals.py); a SIGINT/SIGTERM to this command
+stops the running fit at its resume point and starts no further cell (``seqrec.child_process``). After every config its result joins the ledger
 ``reproduction.json`` beside ``--out`` (one entry per cell and hardware, labelled with the hardware it ran
 on) and the report is rewritten, so results are written as they finish and results from another machine
 (a GPU) merge with this one's. The report lists every cell with its status: converged (early stopping),
@@ -30,13 +31,13 @@ import math
 import os
 import re
 import shlex
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from seqrec import child_process
 from seqrec.atomic import write_json, write_text
 from seqrec.bench.repro_compare import (
     CURVE_METRIC,
@@ -351,7 +352,8 @@ def shared_data_overrides(config: str, shared: Path) -> list[str]:
 
 def run_config(config: str, runs_dir: Path, extra: list[str], resume: bool) -> tuple[list[str], float, int]:
     """Run one cell to completion (or its time limit) in a subprocess; returns (command, seconds, exit code). A
-    variant cell runs its base config, its runs named after the cell (runs_dir/<config>@<variant>/version_N)."""
+    variant cell runs its base config, its runs named after the cell (runs_dir/<config>@<variant>/version_N). A
+    SIGINT/SIGTERM to this process reaches the fit once and it stops at its resume point (``seqrec.child_process``)."""
     command = [sys.executable, "-m", "seqrec", "fit", "--config", f"{base_config(config)}.yaml",
                "--trainer.logger.init_args.save_dir", str(runs_dir), *extra]
     if base_config(config) != config:
@@ -359,7 +361,7 @@ def run_config(config: str, runs_dir: Path, extra: list[str], resume: bool) -> t
     if resume:
         command += ["--ckpt_path", "last"]
     started = time.perf_counter()
-    code = subprocess.run(command, check=False).returncode
+    code = child_process.run(command)
     return command, time.perf_counter() - started, code
 
 
@@ -663,30 +665,33 @@ def command(
     ledger = args.out.parent / LEDGER
     cells = read_ledger(ledger)
     failed, interrupted, paused = [], [], []
-    for config in configs:
-        extra = list(extra_common)
-        if args.max_time:  # an exact resume point (trainer.max_time is not one: it validates at its stop)
-            extra += ["--sitting_time", args.max_time]
-        if args.shared_data:
-            extra = shared_data_overrides(config, Path(args.shared_data)) + extra
-        before = latest_run(args.runs_dir, config)
-        before_mtime = (before / TEST_METRICS).stat().st_mtime if before is not None else None
-        command = ""
-        if not args.report_only:
-            argv_run, _, code = run_config(config, args.runs_dir, extra, args.resume)
-            command = public_command(argv_run, args.shared_data)
-            if code == os.EX_TEMPFAIL:  # the sitting's time ran out: checkpointed, best so far tested
-                paused.append(config)
-            elif code in (130, 143):  # SIGINT / SIGTERM: a checkpoint was saved at the signal
-                interrupted.append(config)
-            elif code != 0:
-                failed.append(config)
-        run = latest_run(args.runs_dir, config)
-        fresh = run is not None and (run != before or (run / TEST_METRICS).stat().st_mtime != before_mtime)
-        known = run is not None and any(e.get("run_dir") == str(run) for e in cells.get(config, []))
-        if fresh or (args.report_only and run is not None and not known):  # never an older run under a new command
-            cells = record(ledger, config, run_entry(run, label, command))
-        write_report(args.out, cells, configs)  # after every cell: partial results are on disk as they finish
+    with child_process.forwarding_signals():  # a signal stops the running cell at its resume point and ends the loop
+        for config in configs:
+            extra = list(extra_common)
+            if args.max_time:  # an exact resume point (trainer.max_time is not one: it validates at its stop)
+                extra += ["--sitting_time", args.max_time]
+            if args.shared_data:
+                extra = shared_data_overrides(config, Path(args.shared_data)) + extra
+            before = latest_run(args.runs_dir, config)
+            before_mtime = (before / TEST_METRICS).stat().st_mtime if before is not None else None
+            command = ""
+            if not args.report_only:
+                argv_run, _, code = run_config(config, args.runs_dir, extra, args.resume)
+                command = public_command(argv_run, args.shared_data)
+                if code == os.EX_TEMPFAIL:  # the sitting's time ran out: checkpointed, best so far tested
+                    paused.append(config)
+                elif code in (130, 143):  # SIGINT / SIGTERM: a checkpoint was saved at the signal
+                    interrupted.append(config)
+                elif code != 0:
+                    failed.append(config)
+            run = latest_run(args.runs_dir, config)
+            fresh = run is not None and (run != before or (run / TEST_METRICS).stat().st_mtime != before_mtime)
+            known = run is not None and any(e.get("run_dir") == str(run) for e in cells.get(config, []))
+            if fresh or (args.report_only and run is not None and not known):  # never an older run under a new command
+                cells = record(ledger, config, run_entry(run, label, command))
+            write_report(args.out, cells, configs)  # after every cell: partial results are on disk as they finish
+            if child_process.stopped_by() is not None:
+                break  # the remaining cells are not started
     print(write_report(args.out, cells, configs))
     if paused:
         print(f"repro: {', '.join(paused)} reached the sitting's --sitting_time with a checkpoint; continue with the same "
@@ -697,7 +702,7 @@ def command(
     if failed:
         print(f"repro: {', '.join(failed)} failed (see their output above)", file=sys.stderr)
         raise SystemExit(1)
-    if interrupted:
+    if interrupted or child_process.stopped_by() is not None:
         raise SystemExit(130)
     if paused:
         raise SystemExit(os.EX_TEMPFAIL)

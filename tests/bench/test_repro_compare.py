@@ -228,11 +228,11 @@ def test_a_variant_is_its_own_cell_compared_with_its_configs_paper_figures(tmp_p
 def test_a_variant_runs_its_base_config_named_after_the_cell(tmp_path, monkeypatch):
     seen = {}
 
-    def fake_subprocess_run(command, check):
+    def fake_run(command):
         seen["command"] = command
-        return type("Done", (), {"returncode": 0})()
+        return 0
 
-    monkeypatch.setattr(repro.subprocess, "run", fake_subprocess_run)
+    monkeypatch.setattr(repro.child_process, "run", fake_run)
     repro.run_config("lru_beauty@official_padding", tmp_path, ["--model.net.padding", "official"], resume=True)
     command = seen["command"]
     assert command[command.index("--config") + 1] == "lru_beauty.yaml"
