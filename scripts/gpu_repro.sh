@@ -17,8 +17,9 @@
 #     under MIN_CELL_S (60 s) is not started ("skipped: budget");
 #   - one process: `python -m seqrec repro --configs CELL` -> `python -m seqrec fit` with --trainer.accelerator gpu,
 #     devices 1, evaluation batches of EVAL_BATCH (4096; XLong 512), --sitting_time (fit's too) = the
-#     allowance less OVERHEAD_S (60 s: imports, data, the step-0 validation, the test), killed at the allowance
-#     + 60 s; at its time a cell checkpoints at an exact resume point and its best-validation checkpoint so far is
+#     allowance less OVERHEAD_S (60 s: imports, data, the step-0 validation, the test), sent SIGTERM at the
+#     allowance + GRACE_S (60 s; repro passes it to the fit, which stops at its next resume point) and SIGKILL
+#     GRACE_S later; at its time a cell checkpoints at an exact resume point and its best-validation checkpoint so far is
 #     tested (exit 75, "time limit"), so a cell stopped by its time is a partial result that resumes, not a lost one;
 #   - its result joins results/reproduction.json and results/REPRODUCTION.md (labelled with the GPU's name and
 #     the precision) and a row of the "Reproduction cells" section of results/GPU.md, at once. Each process writes
@@ -258,7 +259,7 @@ launch() {  # CELL ALLOWANCE MAX_TIME: one `seqrec repro` process writing its ow
   mkdir -p "$ledger"
   if [ -f "$RESULTS/reproduction.json" ]; then cp "$RESULTS/reproduction.json" "$ledger/"; fi
   local begin; begin=$(date +%s)
-  timeout $(( allowance + GRACE_S )) "$PY" -m seqrec repro --configs "$config" "${variant[@]}" --runs_dir "$RUNS" --resume "$RESUME" \
+  timeout -k "$GRACE_S" $(( allowance + GRACE_S )) "$PY" -m seqrec repro --configs "$config" "${variant[@]}" --runs_dir "$RUNS" --resume "$RESUME" \
     --out "$ledger/REPRODUCTION.md" --hardware "$HW_LABEL" \
     --sitting_time "$(printf '00:%02d:%02d:%02d' $(( max_time / 3600 )) $(( max_time % 3600 / 60 )) $(( max_time % 60 )))" \
     "${shared_args[@]}" -- "${cell_flags[@]}" "${flags[@]}" > "$WORK/$cell.log" 2>&1
