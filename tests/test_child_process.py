@@ -79,9 +79,10 @@ def start_parent(tmp_path):
     for parent, outs in started:
         parent.kill()
         parent.wait()
-        for pid in filter(None, map(child_pid, outs)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        for out in outs:  # only a child that has not ended: an ended one's PID may belong to another process now
+            if child_pid(out) and lines(out)[-1] not in ("saved", "exit at once"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child_pid(out), signal.SIGKILL)
 
 
 def launch(tmp_path: Path, mode: str, n: int) -> tuple[subprocess.Popen, list[Path]]:
