@@ -84,7 +84,7 @@ def train(fit: Fit, runs_dir: Path) -> Path:
         code = child_process.run(fit_command(fit, runs_dir, resume), stdout=handle, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - start
     run_dir = newest_run(experiment)
-    if code in (130, 143):
+    if code in child_process.SIGNAL_EXITS:
         raise RuntimeError(f"{fit.name} stopped by a signal at a resume point: run the same command again to continue")
     if code != 0 or not tested(run_dir):
         raise RuntimeError(f"{fit.name} failed (exit {code}): see {log}")

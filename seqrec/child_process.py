@@ -37,6 +37,7 @@ from types import FrameType
 from typing import Any
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM)
+SIGNAL_EXITS = tuple(128 + signum for signum in FORWARDED)  # a fit's status after stopping at one: 130, 143
 
 _children: set[subprocess.Popen] = set()
 _received: list[int] = []  # the signals forwarded since the outermost forwarding_signals began, in order

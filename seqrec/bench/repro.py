@@ -680,7 +680,7 @@ def command(
                 command = public_command(argv_run, args.shared_data)
                 if code == os.EX_TEMPFAIL:  # the sitting's time ran out: checkpointed, best so far tested
                     paused.append(config)
-                elif code in (130, 143):  # SIGINT / SIGTERM: a checkpoint was saved at the signal
+                elif code in child_process.SIGNAL_EXITS:  # a checkpoint was saved at the signal
                     interrupted.append(config)
                 elif code != 0:
                     failed.append(config)
