@@ -59,12 +59,19 @@ ML100K_GENRES = (
 # The item features every MovieLens parser fills, with their default kinds (SourceItemFeatures, MovieLensItemTable).
 MOVIELENS_KINDS: dict[str, FeatureKind] = {"genres": "token_seq", "title": "token_seq", "year": "float"}
 
-_TITLE_YEAR = re.compile(r"^(.*?)\s*\((\d{4})\)\s*$")
+# "Name (1995)", or "Name (1995) (V)": ML-100k's item 1412 carries a format marker after its year, which
+# RecBole's ml-100k.item moved into release_year ("V"); dropping it with the year gives both layouts the same
+# title and year.
+_TITLE_YEAR = re.compile(r"^(.*?)\s*\((\d{4})\)(?:\s*\([A-Za-z]{1,3}\))?\s*$")
+# Bump when a parser's output changes for the same files: fingerprint() carries it, so caches rebuild.
+# 2: the "(1995) (V)" title above (before, GroupLens's item 1412 kept it in its title words).
+PARSER_REVISION = 2
 _RELEASE_YEAR = re.compile(r"(\d{4})\s*$")
 
 
 def split_title_year(title: str) -> tuple[str, int | None]:
-    """``"Toy Story (1995)"`` → ``("Toy Story", 1995)``; a title without a trailing year keeps None."""
+    """``"Toy Story (1995)"`` → ``("Toy Story", 1995)``; a short format marker after the year goes too
+    (``"… Giving (1995) (V)"`` → ``("… Giving", 1995)``); a title without a trailing year keeps None."""
     match = _TITLE_YEAR.match(title)
     if match is None:
         return title.strip(), None
@@ -323,10 +330,10 @@ class _MovieLens(Source):
         self._use(layout, files, provenance=f"GroupLens {self.zip_url}")
 
     def fingerprint(self) -> str:
-        """``<name>:<layout>:<file>=<sha256>,...`` of the raw files in use."""
+        """``<name>:<layout>:<file>=<sha256>,...:parser-<PARSER_REVISION>`` of the raw files in use."""
         self.prepare()
         sums = ",".join(f"{name}={digest}" for name, digest in sorted(self._checksums.items()))
-        return f"{self.name}:{self.layout}:{sums}"
+        return f"{self.name}:{self.layout}:{sums}:parser-{PARSER_REVISION}"
 
     def load(self) -> Interactions:
         """Parse the events and the item features of the prepared layout."""

@@ -35,6 +35,9 @@ EVENTS = [
 GENRES = movielens.ML100K_GENRES
 
 
+CHILDRENS = "Children's"
+
+
 def _flags(*names: str) -> str:
     return "|".join("1" if g in names else "0" for g in GENRES)
 
@@ -45,6 +48,8 @@ U_ITEM = (
     f"377|Misérables, Les (1995)|01-Jan-1995||http://us.imdb.com/x|{_flags('Drama', 'Musical')}\n"
     f"51|Legends of the Fall (1994)|01-Jan-1994||http://us.imdb.com/x|{_flags('Drama', 'Romance', 'War', 'Western')}\n"
     f"267|unknown||||{_flags('unknown')}\n"
+    f"1412|Land Before Time III: The Time of the Great Giving (1995) (V)|01-Jan-1995||http://us.imdb.com/x|"
+    f"{_flags('Animation', CHILDRENS)}\n"
 )
 
 RECBOLE_ITEM = (
@@ -54,6 +59,7 @@ RECBOLE_ITEM = (
     "377\tMisérables, Les\t1995\tDrama Musical\n"
     "51\tLegends of the Fall\t1994\tDrama Romance War Western\n"
     "267\tunkonwn\tunkonwn\tunknown\n"
+    "1412\tLand Before Time III: The Time of the Great Giving (1995)\tV\tAnimation Children's\n"  # RecBole's "V"
 )
 
 
@@ -114,6 +120,8 @@ def test_ml100k_grouplens_layout(tmp_path: Path) -> None:
     assert features["year"][302] == 1997 and 267 not in features["year"]
     assert features["genres"][302] == ["Crime", "Film-Noir", "Mystery", "Thriller"]
     assert features["genres"][267] == ["unknown"]
+    # "(1995) (V)": the format marker goes with the year, as in RecBole's layout (compared below).
+    assert (features["title"][1412], features["year"][1412]) == ("Land Before Time III: The Time of the Great Giving", 1995)
     assert source.layout == "grouplens-100k" and "root" in source.provenance
 
 
