@@ -1,4 +1,5 @@
-"""Layers several models share: multi-head attention written out, and the position-wise feed-forward.
+"""Layers several models share: multi-head attention written out, the position-wise feed-forward, dropout, and the
+LayerNorm of the Annotated Transformer (``BERTLayerNorm``: BERT4Rec and the LRURec authors' SASRec).
 
 ``MultiHeadAttention`` is written out (instead of ``nn.MultiheadAttention``) so that queries and keys/values
 may come from different inputs (SASRec: Q = LayerNorm(x), K = V = x), so that its MACs are countable (the
@@ -11,7 +12,7 @@ weights (``CTRTransformer``). Two paths compute the same attention:
 - ``project`` / ``attend`` / ``merge_heads`` + ``out_proj``: explicit, returning the attention weights
   (the CTR transformer, which also adds a relative-position bias and attends a target to stored keys).
 
-MACs per token (one fused multiply-add = 1; ``seqrec.cost.flops``): projections 4·d², attention 2·n·d over
+MACs per token (one fused multiply-add = 1; ``seqrec.cost.flops``): projections 4·d² (3·d² without W_o), attention 2·n·d over
 n keys, feed-forward 2·d·f. ``fft_macs``: the convention for a real FFT, shared by FMLP-Rec and the MACs counters.
 """
 
@@ -151,13 +152,38 @@ class Dropout(nn.Module):
         return f"p={self.p}"
 
 
+class BERTLayerNorm(nn.Module):
+    """y = a ⊙ (x − mean(x)) / (std(x) + ε) + b over the last dimension, std with Bessel's correction (n − 1).
+
+    The Annotated Transformer's LayerNorm, used by the PyTorch BERT4Rec and SASRec code of LRURec's first author; it differs from ``nn.LayerNorm``
+    (biased variance, ε inside the square root) by about 1/(2d) relative, so parity needs this one.
+    """
+
+    def __init__(self, features: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(features))
+        self.bias = nn.Parameter(torch.zeros(features))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x (..., d) -> (..., d)."""
+        mean = x.mean(-1, keepdim=True)
+        std = x.std(-1, keepdim=True)
+        return self.weight * (x - mean) / (std + self.eps) + self.bias
+
+
 class MultiHeadAttention(nn.Module):
     """h heads of width d/h: Q, K, V projections, scaled dot-product attention, output projection W_o.
 
-    ``dropout`` is the dropout probability of the attention weights.
+    ``dropout`` is the dropout probability of the attention weights. ``output_projection=False`` concatenates
+    the heads without W_o (the original SASRec's attention has none). ``masked_score``: None (default) gives a
+    masked key weight 0 (score −∞; a query must have an allowed key); a finite value replaces masked scores with it,
+    as code that fills −1e9 does, so a query with every key masked averages all keys uniformly (computed on the
+    written-out path).
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float) -> None:
+    def __init__(self, d_model: int, num_heads: int, dropout: float, output_projection: bool = True,
+                 masked_score: float | None = None) -> None:
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
@@ -165,8 +191,9 @@ class MultiHeadAttention(nn.Module):
         self.q_proj = nn.Linear(d_model, d_model)
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model) if output_projection else nn.Identity()
         self.dropout = dropout
+        self.masked_score = float("-inf") if masked_score is None else masked_score
 
     def split_heads(self, x: Tensor) -> Tensor:
         """x (..., n, d) -> (..., h, n, d/h)."""
@@ -191,7 +218,7 @@ class MultiHeadAttention(nn.Module):
         logits = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.head_dim))  # (B, h, nq, nk)
         if bias is not None:
             logits = logits + bias
-        weights = torch.softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)
+        weights = torch.softmax(logits.masked_fill(~allowed, self.masked_score), dim=-1)
         return self.drop_weights(weights) @ v, weights
 
     def forward(self, queries: Tensor, keys: Tensor, allowed: Tensor) -> Tensor:
@@ -204,7 +231,8 @@ class MultiHeadAttention(nn.Module):
         keeps SDPA (the reference path).
         """
         q, k, v = self.project(queries, keys)  # (B, h, L | S, d/h)
-        if self.training and self.dropout > 0.0 and kernel_usable_for(q.device, q.dtype) is not None:
+        finite_fill = self.masked_score != float("-inf")  # SDPA's boolean mask means −∞
+        if finite_fill or (self.training and self.dropout > 0.0 and kernel_usable_for(q.device, q.dtype) is not None):
             out = self.attend_in_place(q, k, v, allowed)
         else:
             out = F.scaled_dot_product_attention(
@@ -216,13 +244,13 @@ class MultiHeadAttention(nn.Module):
         """``attend`` without its weights, the scale and the mask applied in place on the scores (one tensor
         fewer): q (B, h, L, d/h), k, v (B, h, S, d/h), allowed (B, 1, L, S) -> out (B, h, L, d/h)."""
         logits = (q @ k.transpose(-1, -2)).mul_(1.0 / math.sqrt(self.head_dim))  # (B, h, L, S)
-        weights = torch.softmax(logits.masked_fill_(~allowed, float("-inf")), dim=-1)
+        weights = torch.softmax(logits.masked_fill_(~allowed, self.masked_score), dim=-1)
         return self.drop_weights(weights) @ v
 
     def projection_macs(self) -> int:
-        """MACs of the q, k, v and output projections per token: 4·d²."""
+        """MACs of the q, k, v and output projections per token: 4·d² (3·d² without W_o)."""
         d = self.q_proj.in_features
-        return 4 * d * d
+        return (4 if isinstance(self.out_proj, nn.Linear) else 3) * d * d
 
 
 class FeedForward(nn.Module):

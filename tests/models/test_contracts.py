@@ -23,6 +23,7 @@ from seqrec.models.next_item.evornn import EvoRNN
 from seqrec.models.next_item.fmlprec import FMLPRec
 from seqrec.models.next_item.gru4rec import GRU4Rec
 from seqrec.models.next_item.lru import LRURec
+from seqrec.models.next_item.lrurec_sasrec import LRURecSASRec
 from seqrec.models.next_item.mlp4rec import MLP4Rec
 from seqrec.models.next_item.narm import NARM
 from seqrec.models.next_item.popularity import Popularity
@@ -38,6 +39,7 @@ def models() -> dict[str, nn.Module]:
     transformer = CTRTransformer(num_items=20, max_len=8, d_model=8, num_layers=1, num_heads=2)
     return {
         "SASRec": SASRec(num_items=20, max_len=8, d_model=8),
+        "LRURecSASRec": LRURecSASRec(num_items=20, max_len=8, d_model=8),
         "BERT4Rec": BERT4Rec(num_items=20, max_len=8, d_model=8),
         "LRURec": LRURec(num_items=20, d_model=8),
         "GRU4Rec": GRU4Rec(num_items=20, d_model=8, hidden_size=8),
@@ -102,7 +104,7 @@ def test_causal_flags():
     """``causal`` False means a position may see later items: BERT4Rec (bidirectional attention), MLP4Rec's official
     (unmasked) mixer and FMLP-Rec's filter (a circular convolution over the whole window)."""
     found = models()
-    for name in ("SASRec", "LRURec", "GRU4Rec", "EvoRNN", "NARM", "Popularity"):
+    for name in ("SASRec", "LRURecSASRec", "LRURec", "GRU4Rec", "EvoRNN", "NARM", "Popularity"):
         assert found[name].causal is True, name
     assert found["FMLPRec"].causal is False and found["BERT4Rec"].causal is False
     assert found["MLP4Rec"].causal is False and MLP4Rec.causal is False
@@ -117,7 +119,7 @@ def test_every_next_item_model_in_the_package_is_a_sequence_recommender():
             classes |= {cls for cls in vars(module).values() if inspect.isclass(cls) and cls.__module__ == info.name
                         and issubclass(cls, base.SequenceRecommender)}
     assert {c.__name__ for c in classes} == {"SASRec", "BERT4Rec", "LRURec", "GRU4Rec", "EvoRNN", "MLP4Rec",
-                                             "FMLPRec", "NARM", "Popularity"}
+                                             "FMLPRec", "NARM", "Popularity", "LRURecSASRec"}
 
 
 def test_ctr_models_and_wrappers_are_ctr_backbones():

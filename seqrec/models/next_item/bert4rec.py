@@ -29,27 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from seqrec.models.base import SequenceRecommender, require_positive, truncated_normal_
-from seqrec.models.layers import Dropout, FeedForward, MultiHeadAttention, TanhGELU
-
-
-class BERTLayerNorm(nn.Module):
-    """y = a ⊙ (x − mean(x)) / (std(x) + ε) + b over the last dimension, std with Bessel's correction (n − 1).
-
-    The Annotated Transformer's LayerNorm, used by the PyTorch BERT4Rec code; it differs from ``nn.LayerNorm``
-    (biased variance, ε inside the square root) by about 1/(2d) relative, so parity needs this one.
-    """
-
-    def __init__(self, features: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(features))
-        self.bias = nn.Parameter(torch.zeros(features))
-        self.eps = eps
-
-    def forward(self, x: Tensor) -> Tensor:
-        """x (..., d) -> (..., d)."""
-        mean = x.mean(-1, keepdim=True)
-        std = x.std(-1, keepdim=True)
-        return self.weight * (x - mean) / (std + self.eps) + self.bias
+from seqrec.models.layers import BERTLayerNorm, Dropout, FeedForward, MultiHeadAttention, TanhGELU
 
 
 class BERT4RecBlock(nn.Module):

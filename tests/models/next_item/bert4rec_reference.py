@@ -65,9 +65,10 @@ def reference_dir() -> Path:
     return root
 
 
-def reference_module(directory: Path) -> Any:
-    """The checkout's ``model/bert.py`` as ``seqrec_reference_bert4rec.bert`` (its ``model/__init__.py`` is not run)."""
-    name = f"{PACKAGE}.bert"
+def reference_module(directory: Path, module: str = "bert") -> Any:
+    """The checkout's ``model/<module>.py`` as ``seqrec_reference_bert4rec.<module>`` (its ``model/__init__.py`` is
+    not run; ``model/attention.py`` is imported by it as a sibling)."""
+    name = f"{PACKAGE}.{module}"
     if name not in sys.modules:
         package = types.ModuleType(PACKAGE)
         package.__path__ = [str(directory / "model")]
