@@ -264,17 +264,29 @@ def measured_pace(entry: dict[str, Any] | None) -> float | None:
     kept their total (``sittings``), else of its last sitting, where that was long enough to tell."""
     if entry is None or not str(entry.get("hardware", "")).startswith("CPU"):
         return None
-    if entry.get("seconds_total") and (entry.get("global_step") or 0) >= MIN_PACE_STEPS:
-        return float(entry["seconds_total"]) / float(entry["global_step"])
+    seconds, _, steps = run_totals(entry)
+    if (entry.get("seconds_total") or entry.get("interrupted_seconds")) and steps >= MIN_PACE_STEPS:
+        return seconds / steps
     pace = entry.get("seconds_per_step")
     return float(pace) if pace and (entry.get("steps_this_sitting") or 0) >= MIN_PACE_STEPS else None
 
 
+def run_totals(entry: dict[str, Any]) -> tuple[float, int, int]:
+    """(seconds, sittings, steps) of the run so far: the ledger's totals (``continued``) plus the sittings stopped by
+    a signal since the entry's test (``count_interrupted``), which ran on to ``interrupted_at_step``."""
+    seconds = float(entry.get("seconds_total") or entry.get("seconds") or 0.0) + float(entry.get("interrupted_seconds", 0.0))
+    sittings = (entry.get("sittings") or 1) + int(entry.get("interrupted_sittings", 0))
+    steps = int(entry.get("interrupted_at_step") or entry.get("global_step") or 0)
+    return seconds, sittings, steps
+
+
 def wall_time(entry: dict[str, Any]) -> str:
     """The report's wall-time cell: the whole run, with its number of sittings where it took several and the ledger
-    kept them (``continued``); else the last sitting's, marked so unless that sitting ran every step."""
-    if entry.get("seconds_total") and (entry.get("sittings") or 1) > 1:
-        return f"{entry['seconds_total']:,.0f} s ({entry['sittings']} sittings)"
+    kept them (``continued``, ``count_interrupted``); else the last sitting's, marked so unless that sitting ran
+    every step."""
+    seconds, sittings, _ = run_totals(entry)
+    if (entry.get("seconds_total") or entry.get("interrupted_seconds")) and sittings > 1:
+        return f"{seconds:,.0f} s ({sittings} sittings)"
     seconds = entry.get("seconds")
     if seconds is None:
         return "?"
@@ -461,7 +473,9 @@ def continued(entry: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
     seconds = earlier.get("seconds_total", earlier.get("seconds"))
     if seconds is None or entry.get("seconds") is None:
         return entry
-    return {**entry, "sittings": earlier.get("sittings", 1) + 1, "seconds_total": round(seconds + entry["seconds"], 1)}
+    pending, stopped = earlier.get("interrupted_seconds", 0.0), earlier.get("interrupted_sittings", 0)  # count_interrupted
+    return {**entry, "sittings": earlier.get("sittings", 1) + stopped + 1,
+            "seconds_total": round(seconds + pending + entry["seconds"], 1)}
 
 
 def record(ledger_path: Path, config: str, entry: dict[str, Any],
@@ -478,6 +492,33 @@ def record(ledger_path: Path, config: str, entry: dict[str, Any],
             kept.append(earlier)
     cells[config] = [*kept, entry if replaced is None or totalled else continued(entry, replaced)]
     write_json(ledger_path, {"cells": cells})
+    return cells
+
+
+def count_interrupted(ledger_path: Path, config: str, hardware: str, since: float) -> dict[str, list[dict[str, Any]]]:
+    """Count a sitting stopped by a signal into its run's ledger entry. The fit saved its resume point and wrote its
+    summary (status "interrupted", ``seconds_this_sitting``) but ran no test, so there is no new entry to record;
+    without this, its wall time would be missing from the run's total and the next sitting would be counted as the
+    one after the last tested one. The entry's metrics, steps and curve stay its last test's; the sitting goes into
+    ``interrupted_seconds``, ``interrupted_sittings`` and ``interrupted_at_step``, which the report's wall time
+    shows and ``continued`` folds into the totals of the next recorded sitting. Only a summary written after
+    ``since`` (the sitting's start, a ``time.time()``) counts, so one sitting is never counted twice. A run stopped
+    before its first test has no entry yet: that sitting stays in its run directory's summary only."""
+    cells = read_ledger(ledger_path)
+    entries = cells.get(config, [])
+    for i, entry in enumerate(entries):
+        summary_path = Path(entry.get("run_dir", "")) / SUMMARY
+        # a file's time stamp may lag time.time() by a clock tick: a second's slack, and never the same stop twice
+        if entry.get("hardware") != hardware or not summary_path.is_file() or summary_path.stat().st_mtime < since - 1.0:
+            continue
+        summary = json.loads(summary_path.read_text())
+        if (summary.get("status") != "interrupted" or summary.get("seconds_this_sitting") is None
+                or summary.get("global_step") == entry.get("interrupted_at_step")):
+            continue
+        entries[i] = {**entry, "interrupted_sittings": entry.get("interrupted_sittings", 0) + 1,
+                      "interrupted_seconds": round(entry.get("interrupted_seconds", 0.0) + summary["seconds_this_sitting"], 1),
+                      "interrupted_at_step": summary.get("global_step")}
+        write_json(ledger_path, {"cells": cells})
     return cells
 
 
@@ -676,12 +717,14 @@ def command(
             before_mtime = (before / TEST_METRICS).stat().st_mtime if before is not None else None
             command = ""
             if not args.report_only:
+                started = time.time()
                 argv_run, _, code = run_config(config, args.runs_dir, extra, args.resume)
                 command = public_command(argv_run, args.shared_data)
                 if code == os.EX_TEMPFAIL:  # the sitting's time ran out: checkpointed, best so far tested
                     paused.append(config)
-                elif code in child_process.SIGNAL_EXITS:  # a checkpoint was saved at the signal
+                elif code in child_process.SIGNAL_EXITS:  # a checkpoint was saved at the signal, no test was run
                     interrupted.append(config)
+                    cells = count_interrupted(ledger, config, label, started)
                 elif code != 0:
                     failed.append(config)
             run = latest_run(args.runs_dir, config)

@@ -358,3 +358,41 @@ def test_baseline_cells_train_three_steps_on_real_ml1m(config, shared_data, tmp_
         assert results["cost/macs_hand_per_sequence"] == pytest.approx(results["cost/macs_per_sequence"], rel=0.01)
     summary = json.loads(next(tmp_path.glob(f"{config}/version_*/fit_summary.json")).read_text())
     assert summary["global_step"] == 3
+
+
+def test_a_sitting_stopped_by_a_signal_counts_into_its_runs_wall_time_and_sittings(tmp_path, monkeypatch, capsys):
+    """A signal stops a sitting at its resume point without a test: the ledger keeps the entry's last tested figures
+    and adds that sitting's wall time (``count_interrupted``), which the next recorded sitting folds into its totals."""
+    runs, out = tmp_path / "runs", tmp_path / "R.md"
+    summaries = iter([
+        (75, {"status": "sitting_time_limit", "global_step": 99, "steps_this_sitting": 99, "seconds_this_sitting": 7.0}),
+        (143, {"status": "interrupted", "global_step": 150, "steps_this_sitting": 51, "seconds_this_sitting": 30.0}),
+        (0, {"status": "early_stopping", "global_step": 200, "steps_this_sitting": 50, "seconds_this_sitting": 20.0}),
+    ])
+
+    def sitting(config, runs_dir, extra, resume):
+        code, summary = next(summaries)
+        run = runs_dir / config / "version_0"
+        if code != 143:  # a sitting that ends by itself tests its best checkpoint
+            run.mkdir(parents=True, exist_ok=True)
+            (run / "test_metrics.json").write_text(json.dumps({"test/recall@10": 0.05 + summary["global_step"] / 1e4}))
+        (run / "fit_summary.json").write_text(json.dumps({"epochs": 3, **summary}))
+        return ["py", "-m", "seqrec", "fit", "--config", config], 1.0, code
+
+    monkeypatch.setattr(repro, "run_config", sitting)
+    argv = ["--configs", "sasrec_beauty", "--runs_dir", str(runs), "--out", str(out), "--hardware", "CPU: test", "--resume"]
+    for expected in (75, 130):
+        with pytest.raises(SystemExit) as stop:
+            repro.main(argv)
+        assert stop.value.code == expected
+    assert "sasrec_beauty stopped by a signal with a checkpoint" in capsys.readouterr().err
+    ledger = out.parent / "reproduction.json"
+    [kept] = read_ledger(ledger)["sasrec_beauty"]
+    assert (kept["global_step"], kept["metrics"]["recall@10"]) == (99, 0.05 + 99 / 1e4)  # the last test's figures
+    assert (kept["interrupted_sittings"], kept["interrupted_seconds"], kept["interrupted_at_step"]) == (1, 30.0, 150)
+    assert repro.wall_time(kept) == "37 s (2 sittings)" and repro.run_totals(kept) == (37.0, 2, 150)
+    assert repro.count_interrupted(ledger, "sasrec_beauty", "CPU: test", 0.0)["sasrec_beauty"] == [kept]  # never twice
+    repro.main(argv)
+    [final] = read_ledger(ledger)["sasrec_beauty"]
+    assert (final["status"], final["global_step"], final["sittings"], final["seconds_total"]) == ("early_stopping", 200, 3, 57.0)
+    assert "interrupted_seconds" not in final and repro.wall_time(final) == "57 s (3 sittings)"
