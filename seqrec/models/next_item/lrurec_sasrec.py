@@ -17,7 +17,12 @@ LN is the Annotated Transformer's LayerNorm (``BERTLayerNorm``: unbiased std, ε
 dropout (``attention_dropout``, the reference's ``bert_attn_dropout``) acts on the attention probabilities;
 ``dropout`` (``bert_dropout``) on the embedding and inside and after the feed-forward. The attention output has no
 residual dropout. Init: every encoder parameter but the LayerNorms (biases included) N(0, 0.02²) truncated at
-±0.04; the item and position tables keep ``nn.Embedding``'s N(0, 1) (the reference initialises only its encoder).
+±0.04; the item and position tables keep ``nn.Embedding``'s N(0, 1) (the reference initialises only its encoder), or
+with ``embedding_init="truncated_normal"`` are drawn like the encoder, as LRURec's own model initialises every
+parameter, its tables included (``truncated_normal_init`` over ``self.named_parameters()`` in LRURec's ``model/lru.py``).
+Measured on Beauty (``sasrec_beauty@lrurec_code_dropout_06``, dropout 0.6, 2026-12-05): with N(0, 1) tables validation
+Recall@10 sat at a popularity ranker's level (0.0099, 0.0105, 0.0098 at steps 1,000-3,000; a popularity ranker
+validates 0.0102, results/SPLIT_DIFFICULTY.md), where the original SASRec at the same dropout had 0.019-0.042.
 
 Padded positions (``padding``): a real position never reads one (its keys are the real items up to it), so every
 evaluation is the same either way. They matter in training, where the first item of a window shorter than max_len
@@ -82,6 +87,8 @@ class LRURecSASRec(SequenceRecommender):
         layer_norm_eps: ε added to the standard deviation in every LayerNorm (1e-6).
         padding: what a padded query attends to in training, "clean" (itself) or "official" (the reference's
             uniform average over all L keys, a target leak); real positions are the same either way.
+        embedding_init: "normal" (the reference: N(0, 1) item and position tables) or "truncated_normal" (N(0, 0.02²)
+            truncated at ±0.04 as every encoder weight, LRURec's own init; the padding row stays 0).
     """
 
     left_padding_invariant = True  # positions are counted within the real events; real queries never read padding
@@ -98,8 +105,12 @@ class LRURecSASRec(SequenceRecommender):
         attention_dropout: float = 0.2,
         layer_norm_eps: float = 1e-6,
         padding: Padding = "clean",
+        embedding_init: Literal["normal", "truncated_normal"] = "normal",
     ) -> None:
         super().__init__()
+        if embedding_init not in ("normal", "truncated_normal"):
+            raise ValueError(f"embedding_init must be 'normal' or 'truncated_normal', got {embedding_init!r}")
+        self.embedding_init = embedding_init
         require_positive(num_items=num_items, max_len=max_len, d_model=d_model, num_blocks=num_blocks,
                          num_heads=num_heads)
         if padding not in ("clean", "official"):
@@ -117,12 +128,18 @@ class LRURecSASRec(SequenceRecommender):
 
     def reset_parameters(self) -> None:
         """The reference's init: N(0, 0.02²) truncated at ±0.04 for every encoder parameter but the LayerNorms; the
-        item and position tables N(0, 1) (``nn.Embedding``'s own), the item table's padding row 0."""
+        item and position tables N(0, 1) (``nn.Embedding``'s own) or, with ``embedding_init="truncated_normal"``,
+        drawn like the encoder; the item table's padding row 0."""
         for name, param in self.blocks.named_parameters():
             if "layer_norm" not in name:
                 truncated_normal_(param)
         self.item_embedding.reset_parameters()
         self.position_embedding.reset_parameters()
+        if self.embedding_init == "truncated_normal":
+            truncated_normal_(self.item_embedding.weight)
+            truncated_normal_(self.position_embedding.weight)
+            with torch.no_grad():
+                self.item_embedding.weight[0].zero_()
 
     def item_embeddings(self) -> Tensor:
         """(N + 1, d) tied item table."""

@@ -152,6 +152,15 @@ def test_init_is_the_references():
     assert net.blocks[0].ffn.w_1.out_features == 4 * 64
 
 
+def test_truncated_normal_tables_are_drawn_like_the_encoder_with_the_padding_row_zero():
+    net = LRURecSASRec(500, max_len=50, embedding_init="truncated_normal")
+    for table in (net.item_embedding.weight, net.position_embedding.weight):
+        assert table.abs().max() <= 0.04 and 0.01 < table[1:].std() < 0.03
+    assert torch.equal(net.item_embedding.weight[0], torch.zeros(64))
+    with pytest.raises(ValueError, match="embedding_init must be 'normal' or 'truncated_normal'"):
+        LRURecSASRec(10, embedding_init="xavier")
+
+
 def test_official_padding_trains_and_its_padded_rows_stay_finite():
     net = model("official", dropout=0.2).train()
     items = windows(40, 12, [12, 3, 1])
@@ -183,3 +192,5 @@ def test_the_model_part_composes_and_the_flag_form_swaps_the_net_of_a_shipped_sa
         args = net.init_args
         assert (args.d_model, args.num_blocks, args.num_heads, args.dropout, args.attention_dropout, args.max_len,
                 args.padding) == (64, 2, 2, 0.2, 0.2, 50, "clean")
+    assert composed.init_args.embedding_init == "truncated_normal"  # the part's choice (model/lrurec_sasrec.yaml)
+    assert swapped.init_args.embedding_init == "normal"  # the class default: the reference's
