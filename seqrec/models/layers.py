@@ -12,8 +12,8 @@ weights (``CTRTransformer``). Two paths compute the same attention:
 - ``project`` / ``attend`` / ``merge_heads`` + ``out_proj``: explicit, returning the attention weights
   (the CTR transformer, which also adds a relative-position bias and attends a target to stored keys).
 
-MACs per token (one fused multiply-add = 1; ``seqrec.cost.flops``): projections 4·d² (3·d² without W_o), attention 2·n·d over
-n keys, feed-forward 2·d·f. ``fft_macs``: the convention for a real FFT, shared by FMLP-Rec and the MACs counters.
+MACs per token (one fused multiply-add = 1; ``seqrec.cost.flops``): projections 4·d² (3·d² without W_o),
+attention 2·n·d over n keys, feed-forward 2·d·f. ``fft_macs``: the convention for a real FFT, shared by FMLP-Rec and the MACs counters.
 """
 
 from __future__ import annotations
@@ -155,8 +155,9 @@ class Dropout(nn.Module):
 class BERTLayerNorm(nn.Module):
     """y = a ⊙ (x − mean(x)) / (std(x) + ε) + b over the last dimension, std with Bessel's correction (n − 1).
 
-    The Annotated Transformer's LayerNorm, used by the PyTorch BERT4Rec and SASRec code of LRURec's first author; it differs from ``nn.LayerNorm``
-    (biased variance, ε inside the square root) by about 1/(2d) relative, so parity needs this one.
+    The Annotated Transformer's LayerNorm, used by the PyTorch BERT4Rec and SASRec code of LRURec's first author; it
+    differs from ``nn.LayerNorm`` (biased variance, ε inside the square root) by about 1/(2d) relative, so parity
+    needs this one.
     """
 
     def __init__(self, features: int, eps: float = 1e-6) -> None:
@@ -176,7 +177,7 @@ class MultiHeadAttention(nn.Module):
     """h heads of width d/h: Q, K, V projections, scaled dot-product attention, output projection W_o.
 
     ``dropout`` is the dropout probability of the attention weights. ``output_projection=False`` concatenates
-    the heads without W_o (the original SASRec's attention has none). ``masked_score``: None (default) gives a
+    the heads without W_o (the SASRec of LRURec's authors has none). ``masked_score``: None (default) gives a
     masked key weight 0 (score −∞; a query must have an allowed key); a finite value replaces masked scores with it,
     as code that fills −1e9 does, so a query with every key masked averages all keys uniformly (computed on the
     written-out path).
