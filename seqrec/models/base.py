@@ -43,6 +43,7 @@ __all__ = [
     "RecurrentState",
     "SequenceRecommender",
     "TokenState",
+    "positions_from_oldest",
     "require_positive",
     "truncated_normal_",
 ]
@@ -311,6 +312,17 @@ def truncated_normal_(tensor: Tensor, std: float = 0.02, bound: float = 0.04) ->
     """In-place N(0, std²) truncated to [-bound, bound] (LRURec's and BERT's init)."""
     with torch.no_grad():
         return nn.init.trunc_normal_(tensor, mean=0.0, std=std, a=-bound, b=bound)
+
+
+def positions_from_oldest(items: Tensor) -> Tensor:
+    """Position ids (B, L) of left-padded items (B, L): the k-th real item of a row (oldest first) gets k, padding 0.
+
+    The formula of LRURec's first author's BERT4Rec and SASRec code, p_j = (n + j − (L − 1))·[x_j ≠ 0] with n the
+    row's real items, which for a left-padded row numbers its items 1..n (so leading padding changes no id).
+    """
+    real = items != 0  # (B, L)
+    offsets = torch.arange(-(items.shape[1] - 1), 1, device=items.device)  # (L,): -(L-1) .. 0
+    return (real.sum(dim=1, keepdim=True) + offsets) * real
 
 
 def leading_padding(items: Tensor) -> int:

@@ -28,7 +28,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from seqrec.models.base import SequenceRecommender, require_positive, truncated_normal_
+from seqrec.models.base import SequenceRecommender, positions_from_oldest, require_positive, truncated_normal_
 from seqrec.models.layers import BERTLayerNorm, Dropout, FeedForward, MultiHeadAttention, TanhGELU
 
 
@@ -135,14 +135,8 @@ class BERT4Rec(SequenceRecommender):
         return self.output_bias[: self.num_items + 1]
 
     def positions(self, items: Tensor) -> Tensor:
-        """Position ids (B, L): the k-th real token of a row (oldest first) gets k, padding 0.
-
-        The reference's formula, p_j = (n + j − (L − 1))·[x_j ≠ 0] with n the row's real tokens, which for a
-        left-padded row numbers its tokens 1..n.
-        """
-        real = items != 0  # (B, L)
-        offsets = torch.arange(-(items.shape[1] - 1), 1, device=items.device)  # (L,): -(L-1) .. 0
-        return (real.sum(dim=1, keepdim=True) + offsets) * real
+        """Position ids (B, L): the k-th real item of a row (oldest first) gets k, padding 0 (``positions_from_oldest``)."""
+        return positions_from_oldest(items)
 
     def embed(self, items: Tensor) -> tuple[Tensor, Tensor]:
         """(x (B, L, d) = Dropout(LN(E[items] + P[positions])), allowed (B, 1, L, L)) of items (B, L)."""
