@@ -43,9 +43,11 @@ __all__ = [
     "RecurrentState",
     "SequenceRecommender",
     "TokenState",
+    "check_embedding_init",
     "positions_from_oldest",
     "require_positive",
     "truncated_normal_",
+    "truncated_normal_tables_",
 ]
 
 QUERY_CHUNK_TOKENS = 16_384
@@ -312,6 +314,22 @@ def truncated_normal_(tensor: Tensor, std: float = 0.02, bound: float = 0.04) ->
     """In-place N(0, std²) truncated to [-bound, bound] (LRURec's and BERT's init)."""
     with torch.no_grad():
         return nn.init.trunc_normal_(tensor, mean=0.0, std=std, a=-bound, b=bound)
+
+
+def check_embedding_init(embedding_init: str) -> None:
+    """ValueError unless ``embedding_init`` is "normal" (``nn.Embedding``'s N(0, 1) tables, as the PyTorch code of
+    LRURec's first author keeps them) or "truncated_normal" (``truncated_normal_tables_``)."""
+    if embedding_init not in ("normal", "truncated_normal"):
+        raise ValueError(f"embedding_init must be 'normal' or 'truncated_normal', got {embedding_init!r}")
+
+
+def truncated_normal_tables_(item_embedding: nn.Embedding, position_embedding: nn.Embedding) -> None:
+    """Draw the item and position tables N(0, 0.02²) truncated at ±0.04 (LRURec's own init of every parameter), the
+    item table's padding row 0 (BERT4Rec's and LRURecSASRec's ``embedding_init="truncated_normal"``)."""
+    truncated_normal_(item_embedding.weight)
+    truncated_normal_(position_embedding.weight)
+    with torch.no_grad():
+        item_embedding.weight[0].zero_()
 
 
 def positions_from_oldest(items: Tensor) -> Tensor:

@@ -28,7 +28,14 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from seqrec.models.base import SequenceRecommender, positions_from_oldest, require_positive, truncated_normal_
+from seqrec.models.base import (
+    SequenceRecommender,
+    check_embedding_init,
+    positions_from_oldest,
+    require_positive,
+    truncated_normal_,
+    truncated_normal_tables_,
+)
 from seqrec.models.layers import BERTLayerNorm, Dropout, FeedForward, MultiHeadAttention, TanhGELU
 
 
@@ -89,8 +96,7 @@ class BERT4Rec(SequenceRecommender):
         embedding_init: Literal["normal", "truncated_normal"] = "normal",
     ) -> None:
         super().__init__()
-        if embedding_init not in ("normal", "truncated_normal"):
-            raise ValueError(f"embedding_init must be 'normal' or 'truncated_normal', got {embedding_init!r}")
+        check_embedding_init(embedding_init)
         self.embedding_init = embedding_init
         require_positive(num_items=num_items, d_model=d_model, num_blocks=num_blocks, num_heads=num_heads)
         if max_len < 2:
@@ -121,10 +127,7 @@ class BERT4Rec(SequenceRecommender):
                     truncated_normal_(param)
         truncated_normal_(self.output_bias)
         if self.embedding_init == "truncated_normal":
-            truncated_normal_(self.item_embedding.weight)
-            truncated_normal_(self.position_embedding.weight)
-            with torch.no_grad():
-                self.item_embedding.weight[0].zero_()
+            truncated_normal_tables_(self.item_embedding, self.position_embedding)
 
     def item_embeddings(self) -> Tensor:
         """(N + 1, d) tied item table: padding and items 1..N, without the ``[mask]`` row."""

@@ -41,7 +41,14 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from seqrec.models.base import SequenceRecommender, positions_from_oldest, require_positive, truncated_normal_
+from seqrec.models.base import (
+    SequenceRecommender,
+    check_embedding_init,
+    positions_from_oldest,
+    require_positive,
+    truncated_normal_,
+    truncated_normal_tables_,
+)
 from seqrec.models.layers import BERTLayerNorm, Dropout, FeedForward, MultiHeadAttention
 
 Padding = Literal["clean", "official"]
@@ -108,8 +115,7 @@ class LRURecSASRec(SequenceRecommender):
         embedding_init: Literal["normal", "truncated_normal"] = "normal",
     ) -> None:
         super().__init__()
-        if embedding_init not in ("normal", "truncated_normal"):
-            raise ValueError(f"embedding_init must be 'normal' or 'truncated_normal', got {embedding_init!r}")
+        check_embedding_init(embedding_init)
         self.embedding_init = embedding_init
         require_positive(num_items=num_items, max_len=max_len, d_model=d_model, num_blocks=num_blocks,
                          num_heads=num_heads)
@@ -136,10 +142,7 @@ class LRURecSASRec(SequenceRecommender):
         self.item_embedding.reset_parameters()
         self.position_embedding.reset_parameters()
         if self.embedding_init == "truncated_normal":
-            truncated_normal_(self.item_embedding.weight)
-            truncated_normal_(self.position_embedding.weight)
-            with torch.no_grad():
-                self.item_embedding.weight[0].zero_()
+            truncated_normal_tables_(self.item_embedding, self.position_embedding)
 
     def item_embeddings(self) -> Tensor:
         """(N + 1, d) tied item table."""
