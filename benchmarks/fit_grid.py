@@ -41,7 +41,8 @@ from seqrec.run_files import (
 from seqrec.tools.compare import paired as compare_paired
 from seqrec.tools.compare import run_ranks
 
-RECORD = "grid.json"  # the grid's own record in a run directory: the fit's config and flags, the command's wall time
+RECORD = "grid.json"  # the grid's own record in a run directory: the fit's config and flags, its wall time
+SITTINGS = "grid_sittings.json"  # each untested sitting's wall time, summed into RECORD once the fit is tested
 
 
 @dataclass(frozen=True)
@@ -84,13 +85,28 @@ def train(fit: Fit, runs_dir: Path) -> Path:
         code = child_process.run(fit_command(fit, runs_dir, resume), stdout=handle, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - start
     run_dir = newest_run(experiment)
-    if code in child_process.SIGNAL_EXITS:
-        raise RuntimeError(f"{fit.name} stopped by a signal at a resume point: run the same command again to continue")
+    walls = sitting_walls(run_dir, wall)
     if code != 0 or not tested(run_dir):
+        if walls:  # the next sitting continues this run: its wall time counts toward the run's
+            write_json(run_dir / SITTINGS, {"wall_s": walls})
+        if code in child_process.SIGNAL_EXITS:
+            raise RuntimeError(f"{fit.name} stopped by a signal at a resume point: run the same command again to "
+                               "continue")
         raise RuntimeError(f"{fit.name} failed (exit {code}): see {log}")
-    write_json(run_dir / RECORD, {"config": fit.config, "flags": list(fit.flags), "wall_s": round(wall, 1),
-                                  "resumed": resume})
+    write_json(run_dir / RECORD, {"config": fit.config, "flags": list(fit.flags), "wall_s": round(sum(walls), 1),
+                                  "sittings": len(walls), "resumed": resume})
     return run_dir
+
+
+def sitting_walls(run_dir: Path | None, wall: float) -> list[float]:
+    """The wall times of every sitting of the run in ``run_dir``, this one's (``wall``) last; [] when this sitting left
+    nothing a later one continues (no run directory, or one with neither a ``last.ckpt`` nor its test): a fit that
+    takes several sittings (a signal, a crash after a checkpoint) is costed as all of them, not as its last."""
+    if run_dir is None or not ((run_dir / CHECKPOINTS / LAST).is_file() or tested(run_dir)):
+        return []
+    path = run_dir / SITTINGS
+    earlier = json.loads(path.read_text())["wall_s"] if path.is_file() else []
+    return [*earlier, round(wall, 1)]
 
 
 def check_record(fit: Fit, run_dir: Path) -> None:
@@ -127,7 +143,7 @@ class Outcome:
     best_epoch: int | None  # the tested checkpoint's epoch, counted from 1 (None where its name does not say)
     status: str  # why fitting stopped (fit_summary.json): early_stopping, max_epochs, ...
     fit_s: float  # fit_summary.json's seconds_this_sitting
-    wall_s: float  # the whole command (data, fit, test); nan when the run predates the grid's record
+    wall_s: float  # its commands' wall time (data, fit, test), every sitting's; nan when the run predates the record
 
 
 def outcome(run_dir: Path) -> Outcome:

@@ -75,3 +75,42 @@ def test_publish_writes_the_section_and_the_raw_figures(tmp_path):
     payload = json.loads(raw.read_text())
     assert payload["command"] == "python -m benchmarks.x" and payload["extra"] == [1]
     assert payload["runs"]["b_s1"]["wall_s"] == 30.0
+
+
+def test_a_fit_in_two_sittings_records_both_wall_times(tmp_path, monkeypatch):
+    """A fit stopped by a signal at a resume point, then finished by the same command: the grid's record costs it
+    as both sittings (5 s + 7 s of a fake clock), not the last one, and says it took two."""
+    fit = fit_grid.Fit("two", "sasrec_ml100k.yaml")
+    run = tmp_path / "two" / "version_0"
+    commands = []
+
+    def fake_fit(command, **_popen):  # first sitting: a checkpoint and SIGTERM's exit; second: the test
+        commands.append(command)
+        (run / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (run / "config.yaml").write_text("{}\n")
+        (run / "checkpoints" / "last.ckpt").write_bytes(b"ckpt")
+        if len(commands) == 1:
+            return 143
+        (run / "test_metrics.json").write_text('{"test/hr@10": 0.5}')
+        write_ranks_csv(run / "test_ranks.csv", np.array([[0, 1]]))
+        return 0
+
+    clock = iter([0.0, 5.0, 10.0, 17.0])
+    monkeypatch.setattr(fit_grid.child_process, "run", fake_fit)
+    monkeypatch.setattr(fit_grid.time, "perf_counter", lambda: next(clock))
+    with pytest.raises(RuntimeError, match="two stopped by a signal at a resume point"):
+        fit_grid.train(fit, tmp_path)
+    assert json.loads((run / fit_grid.SITTINGS).read_text()) == {"wall_s": [5.0]}
+    assert not (run / fit_grid.RECORD).exists()
+    assert fit_grid.train(fit, tmp_path) == run
+    assert "--ckpt_path" not in commands[0] and commands[1][-2:] == ["--ckpt_path", "last"]
+    record = json.loads((run / fit_grid.RECORD).read_text())
+    assert record["wall_s"] == 12.0 and record["sittings"] == 2 and record["resumed"] is True
+
+
+def test_a_sitting_that_leaves_nothing_to_continue_is_not_counted(tmp_path):
+    """No run directory, or one with neither a last.ckpt nor its test: the next sitting starts afresh, so [] ."""
+    assert fit_grid.sitting_walls(None, 3.0) == []
+    run = tmp_path / "version_0"
+    run.mkdir()
+    assert fit_grid.sitting_walls(run, 3.0) == []
