@@ -39,6 +39,7 @@ from typing import Any
 
 from seqrec import child_process
 from seqrec.atomic import write_json, write_text
+from seqrec.bench.report import cpu_isa, cpu_model, usable_cores
 from seqrec.bench.repro_compare import (
     CURVE_METRIC,
     FIGURE,
@@ -417,8 +418,6 @@ def detect_hardware(gpu: bool) -> str:
     """What a run ran on, for its label: the GPU's name, or the CPU model and usable cores."""
     import torch
 
-    from seqrec.bench.report import cpu_model, usable_cores
-
     if gpu and torch.cuda.is_available():
         return f"1× {torch.cuda.get_device_name(0)}, torch {torch.__version__}"
     return f"CPU: {cpu_model()}, {usable_cores()} cores, torch {torch.__version__}"
@@ -446,6 +445,8 @@ def run_entry(run: Path, hardware_label: str, command: str) -> dict[str, Any]:
         "run_dir": str(run),
         "val_curve": curve,
         "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        # the last sitting's CPU generation: hosts sharing one model name ran the same step up to 2x apart
+        **({"cpu": cpu_isa()} if hardware_label.startswith("CPU") else {}),
     }
 
 

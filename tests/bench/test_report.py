@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from seqrec.bench.report import (
+    cpu_isa,
     decimals,
     format_spread,
     load_average,
@@ -86,3 +87,19 @@ def test_shown_command_names_the_shared_folder_by_its_variable(tmp_path: Path, m
     monkeypatch.delenv("SEQREC_SHARED_DATA")
     assert shown_command("benchmarks.speed", []) == "python -m benchmarks.speed"
     assert load_average().count(" ") == 2
+
+
+ZEN3 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx fma avx2\n\nprocessor\t: 1\nflags\t\t: avx512f avx512_bf16\n"
+ZEN4 = "processor\t: 0\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\nflags\t\t: avx avx2 avx512f avx512_bf16\n"
+
+
+@pytest.mark.parametrize(("cpuinfo", "expected"), [
+    (ZEN3, "family 25 model 1, AVX2"),  # the first processor's block only
+    (ZEN4, "family 25 model 17, AVX-512 with bf16"),
+    ("cpu family\t: 6\nmodel\t\t: 85\nflags\t\t: avx2 avx512f\n", "family 6 model 85, AVX-512"),
+    ("model name\t: some ARM\nflags\t\t: neon\n", "no AVX2"),
+    ("model name\t: no flags line\n", ""),
+])
+def test_cpu_isa_names_the_generation_a_model_name_hides(cpuinfo, expected):
+    """Two "AMD EPYC" hosts with one model name: family, model and the widest vector instructions tell them apart."""
+    assert cpu_isa(cpuinfo) == expected

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from seqrec.bench import repro
+from seqrec.bench.report import cpu_isa
 from seqrec.bench.repro import (
     CELLS,
     PAPER,
@@ -161,6 +162,7 @@ def test_a_cpu_sitting_long_enough_adds_the_cells_measured_pace_to_its_estimate(
     (run / "fit_summary.json").write_text(json.dumps({**summary, "steps_this_sitting": 12_000, "seconds_per_step": 0.5}))
     entry = repro.run_entry(run, "CPU: test", "cmd")
     assert entry["seconds_per_step"] == 0.5 and entry["steps_this_sitting"] == 12_000
+    assert entry["cpu"] == cpu_isa() and "cpu" not in repro.run_entry(run, "1× GPU", "cmd")  # which CPU generation
     steps = repro.assumed_steps("fmlprec_ml1m")
     assert steps == 40 * 500  # the assumed 40 validation intervals of 500 steps on ML-1M
     line = next(row for row in repro.report({"fmlprec_ml1m": [entry]}).splitlines() if row.startswith("| fmlprec_ml1m |"))
