@@ -14,7 +14,8 @@ Columns:
 - mean − GRU-64 (paired s.e.): with each run's per-query ranks (``test_ranks.csv``), d_q = mean over seeds of
   (AP@20 of the row − AP@20 of GRU-64, same seed) on each test query q; the column is mean(d) and
   std(d, ddof=1)/√Q. The temporal split has several queries per user, so this s.e. is a lower bound.
-- val MAP@20: the best validation figure per seed (the tested checkpoint's); wall s: the fit's commands per seed, every sitting's.
+- val MAP@20: the best validation figure per seed (the tested checkpoint's); wall s: the fit's commands per seed,
+  every sitting's.
 
 Resumable (``benchmarks.fit_grid``): a run whose directory holds its test ranks is read, not trained again; one with
 a ``last.ckpt`` and no test continues from it. The table replaces the ``## <TITLE>`` section of ``--out``; the other
@@ -180,8 +181,9 @@ def notes(seeds: list[int], epochs: int, jobs: int) -> list[str]:
             "\"paired s.e.\": d_q = mean over the seeds of (AP@20 of the row − AP@20 of GRU-64 with the same seed) on each "
             "test query; the column is mean(d) (s.e. std(d)/√Q). It covers the sampling of the test queries only: "
             "queries come from few users (several each), and the training's randomness (compare the two seed columns) "
-            "is not in it, so the true uncertainty is larger. Wall times cover each fit's commands, every sitting (data, fit, validation, "
-            f"test, MACs probes) with {jobs} fit(s) sharing the cores: compare MACs, not seconds."]
+            "is not in it, so the true uncertainty is larger. Wall times cover each fit's commands, every sitting "
+            f"(data, fit, validation, test, MACs probes) with {jobs} fit(s) sharing the cores: compare MACs, not "
+            "seconds."]
 
 
 def main(argv: list[str] | None = None) -> dict[tuple[str, int], Result]:

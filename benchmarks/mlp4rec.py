@@ -219,9 +219,8 @@ def main(argv: list[str] | None = None) -> dict[str, Outcome]:
     dirs = run_all(grid(args.epochs, args.short_epochs, args.seeds), args.runs_dir, args.jobs)
     done = {name: outcome(run) for name, run in dirs.items()}
     seed = args.seeds[0]
-    body = ["\"fit s\" is `fit_summary.json`'s `seconds_this_sitting`; \"wall s\" the fit's commands (data, fit, test), "
-            "every sitting's; "
-            "1 thread per fit.", "", *main_table(done, args.epochs, seed), *paired_lines(dirs, args.epochs, seed),
+    body = ["\"fit s\" is `fit_summary.json`'s `seconds_this_sitting`; \"wall s\" the fit's commands (data, fit, "
+            "test), every sitting's; 1 thread per fit.", "", *main_table(done, args.epochs, seed), *paired_lines(dirs, args.epochs, seed),
             *curve_table(dirs, args.epochs, seed), *features_table(done, dirs, args.epochs, args.seeds),
             *short_table(done, args.short_epochs, args.seeds)]
     print(publish(args.out, TITLE, args.json or Path("results/mlp4rec_ml100k.json"), command, machine, args.jobs,
@@ -236,8 +235,8 @@ def early_stopping(args: argparse.Namespace, command: str) -> dict[str, Outcome]
     dirs = run_all([*fits, POPULARITY], args.runs_dir, args.jobs)
     done = {name: outcome(run) for name, run in dirs.items()}
     body = ["\"fit s\" is `fit_summary.json`'s `seconds_this_sitting` (its last sitting); \"wall s\" the fit's "
-            f"commands (data, fit, test), every sitting's; {args.threads} thread(s) per fit; \"epochs (best)\": epochs trained and the "
-            "tested checkpoint's epoch.", "", *early_stopping_table(done, dirs, args.models, args.seeds)]
+            f"commands (data, fit, test), every sitting's; {args.threads} thread(s) per fit; \"epochs (best)\": epochs "
+            "trained and the tested checkpoint's epoch.", "", *early_stopping_table(done, dirs, args.models, args.seeds)]
     json_path = args.json or Path("results/mlp4rec_ml100k_early_stopping.json")
     print(publish(args.out, EARLY_STOPPING, json_path, command, machine, args.jobs, done, body))
     return done
