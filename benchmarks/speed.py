@@ -76,6 +76,7 @@ from seqrec.bench.report import (
     spread,
     write_section,
 )
+from seqrec.models.kernels.build import BF16_FLAGS, cpu_flags
 from seqrec.runs import SUMMARY
 from seqrec.tasks.losses import CHUNK_LOGITS, auto_chunk_rows
 
@@ -513,14 +514,9 @@ def _ratio(values: list[float], scale: float, digits: int = 2) -> str:
     return format_spread([v / scale for v in values], digits) + "×"
 
 
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 flags of native bf16 products (/proc/cpuinfo)
-
-
 def bf16_native() -> bool | None:
     """Whether this CPU multiplies bf16 natively (an x86 flag in ``BF16_FLAGS``); None where there is no x86 flag
     line to read (another architecture or OS)."""
-    from seqrec.models.kernels.build import cpu_flags
-
     flags = cpu_flags().split()
     if "avx" not in flags and "sse2" not in flags:
         return None

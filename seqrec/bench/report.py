@@ -168,6 +168,8 @@ def cpu_isa(cpuinfo: str | None = None) -> str:
     The model name alone does not tell hosts apart: two "AMD EPYC" hosts of this project, one AVX2-only, one with
     AVX-512 and native bf16, ran the same training step 1.7-2.1x apart; this names which one a figure came from.
     """
+    from seqrec.models.kernels.build import BF16_FLAGS, cpuinfo_flags  # (imports torch: not at module level)
+
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
@@ -181,9 +183,9 @@ def cpu_isa(cpuinfo: str | None = None) -> str:
                 break  # the first processor's block is enough
             continue
         fields.setdefault(key.strip().lower(), value.strip())
-    flags = set(fields.get("flags", "").split())
+    flags = set(cpuinfo_flags(cpuinfo) or ())
     if "avx512f" in flags:
-        vector = "AVX-512" + (" with bf16" if "avx512_bf16" in flags or "amx_bf16" in flags else "")
+        vector = "AVX-512" + (" with bf16" if flags.intersection(BF16_FLAGS) else "")
     else:
         vector = "AVX2" if "avx2" in flags else "no AVX2"
     where = " ".join(f"{k.removeprefix('cpu ')} {fields[k]}" for k in ("cpu family", "model") if k in fields)

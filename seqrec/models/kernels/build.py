@@ -32,15 +32,26 @@ def kernels_enabled() -> bool:
     return os.environ.get("SEQREC_KERNELS", "1").strip().lower() not in OFF_VALUES
 
 
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 flags of native bf16 products (/proc/cpuinfo)
+
+
+def cpuinfo_flags(cpuinfo: str | None = None) -> list[str] | None:
+    """The first ``flags`` (x86) or ``Features`` (Arm) line of /proc/cpuinfo (``cpuinfo``: its text), sorted; None
+    without one (another OS)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return sorted(line.split(":", 1)[1].split())
+    return None
+
+
 def cpu_flags() -> str:
     """The CPU's instruction-set description: the ``flags`` line of /proc/cpuinfo, else the platform names."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return " ".join(sorted(line.split(":", 1)[1].split()))
-    except OSError:
-        pass
-    return f"{platform.machine()} {platform.processor()}"
+    flags = cpuinfo_flags()
+    return " ".join(flags) if flags is not None else f"{platform.machine()} {platform.processor()}"
 
 
 def compiler_flags() -> list[str]:
