@@ -76,4 +76,6 @@ def main(argv: list[str] | None = None) -> dict[str, Outcome]:
 
 
 if __name__ == "__main__":
-    main()
+    from seqrec.errors import run_command  # imports Lightning: not at import, so --help stays fast
+
+    run_command(main)

@@ -218,4 +218,6 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Result]:
 
 
 if __name__ == "__main__":
-    main()
+    from seqrec.errors import run_command  # imports Lightning: not at import, so --help stays fast
+
+    run_command(main)

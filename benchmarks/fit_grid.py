@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import subprocess
 import sys
 import time
@@ -71,7 +72,9 @@ def newest_run(experiment: Path) -> Path | None:
 
 
 def train(fit: Fit, runs_dir: Path) -> Path:
-    """Fit and test ``fit`` unless its newest run is tested; its run directory. RuntimeError naming the log on failure."""
+    """Fit and test ``fit`` unless its newest run is tested; its run directory. ``child_process.Stopped`` when a signal
+    stopped it at its resume point (the grid's command exits with the fit's status, 130 or 143), RuntimeError naming
+    the log on any other failure."""
     experiment = runs_dir / fit.name
     run_dir = newest_run(experiment)
     if tested(run_dir):
@@ -90,8 +93,8 @@ def train(fit: Fit, runs_dir: Path) -> Path:
         if walls:  # the next sitting continues this run: its wall time counts toward the run's
             write_json(run_dir / SITTINGS, {"wall_s": walls})
         if code in child_process.SIGNAL_EXITS:
-            raise RuntimeError(f"{fit.name} stopped by a signal at a resume point: run the same command again to "
-                               "continue")
+            raise child_process.Stopped(f"{fit.name} stopped by {signal.Signals(code - 128).name} at a resume point: "
+                                        "run the same command again to continue", code)
         raise RuntimeError(f"{fit.name} failed (exit {code}): see {log}")
     write_json(run_dir / RECORD, {"config": fit.config, "flags": list(fit.flags), "wall_s": round(sum(walls), 1),
                                   "sittings": len(walls), "resumed": resume})

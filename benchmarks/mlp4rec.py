@@ -243,4 +243,6 @@ def early_stopping(args: argparse.Namespace, command: str) -> dict[str, Outcome]
 
 
 if __name__ == "__main__":
-    main()
+    from seqrec.errors import run_command  # imports Lightning: not at import, so --help stays fast
+
+    run_command(main)

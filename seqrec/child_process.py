@@ -44,6 +44,15 @@ _received: list[int] = []  # the signals forwarded since the outermost forwardin
 _depth = 0  # nesting of forwarding_signals in the main thread (handlers installed by the outermost)
 
 
+class Stopped(Exception):
+    """A child stopped at its resume point by a forwarded signal. The parent command reports it as one line and exits
+    with the child's status, ``exit_code`` (130 or 143), as ``seqrec fit`` does (``seqrec.errors.run_command``)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def _forward(signum: int, _frame: FrameType | None) -> None:
     """Signal handler: pass ``signum`` on to every live child; the parent itself carries on waiting."""
     _received.append(signum)

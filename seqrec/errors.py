@@ -13,6 +13,7 @@ from jsonargparse import ArgumentError
 
 from seqrec.callbacks.checkpoint_io import CheckpointWriteError
 from seqrec.callbacks.signals import Interrupted
+from seqrec.child_process import Stopped
 
 T = TypeVar("T")
 DEBUG_FLAG = "--debug"
@@ -50,7 +51,7 @@ def run_command(command: Callable[[list[str]], T], argv: list[str] | None = None
         return command(argv)
     except SystemExit:
         raise
-    except Interrupted as stop:
+    except (Interrupted, Stopped) as stop:  # a signal's stop at a resume point: its own line, 128 + the signal
         if debug:
             traceback.print_exc()
         print(f"{stop}", file=sys.stderr, flush=True)

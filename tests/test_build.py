@@ -8,6 +8,7 @@ import pytest
 
 from seqrec.build import parse
 from seqrec.callbacks.signals import Interrupted
+from seqrec.child_process import Stopped
 from seqrec.config_files import CONFIG_DIR, expand_config, expand_config_args, resolve_config, shipped_configs
 from seqrec.errors import run_command
 from tests.fixtures.resolved_configs import resolved
@@ -119,10 +120,14 @@ def test_run_command_reports_one_line_with_the_exit_status(capsys, monkeypatch):
     def stopped(argv):
         raise Interrupted(15, Path("runs/x/version_0/checkpoints/last.ckpt"), 3, 57)
 
+    def child_stopped(argv):  # a grid's or repro's fit, stopped by a forwarded SIGINT
+        raise Stopped("fit_a stopped by SIGINT at a resume point: run the same command again to continue", 130)
+
     monkeypatch.delenv("SEQREC_DEBUG", raising=False)
     for command, code, text in ((bad_input, 2, "error: no such thing (details on a second line)\n"),
                                 (crash, 1, "error: RuntimeError: it broke (--debug shows the traceback)\n"),
-                                (stopped, 143, "stopped by SIGTERM at epoch 3, step 57: checkpoint runs/x/version_0/checkpoints/last.ckpt\n")):
+                                (stopped, 143, "stopped by SIGTERM at epoch 3, step 57: checkpoint runs/x/version_0/checkpoints/last.ckpt\n"),
+                                (child_stopped, 130, "fit_a stopped by SIGINT at a resume point: run the same command again to continue\n")):
         with pytest.raises(SystemExit) as exit_info:
             run_command(command, ["--config", "x"])
         assert exit_info.value.code == code and capsys.readouterr().err == text

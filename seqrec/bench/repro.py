@@ -707,6 +707,7 @@ def command(
     ledger = args.out.parent / LEDGER
     cells = read_ledger(ledger)
     failed, interrupted, paused = [], [], []
+    stop_code = 130  # the status a stopped command exits with: 128 + the signal (seqrec.errors), the fit's own
     with child_process.forwarding_signals():  # a signal stops the running cell at its resume point and ends the loop
         for config in configs:
             extra = list(extra_common)
@@ -725,6 +726,7 @@ def command(
                     paused.append(config)
                 elif code in child_process.SIGNAL_EXITS:  # a checkpoint was saved at the signal, no test was run
                     interrupted.append(config)
+                    stop_code = code
                     cells = count_interrupted(ledger, config, label, started)
                 elif code != 0:
                     failed.append(config)
@@ -746,8 +748,10 @@ def command(
     if failed:
         print(f"repro: {', '.join(failed)} failed (see their output above)", file=sys.stderr)
         raise SystemExit(1)
-    if interrupted or child_process.stopped_by() is not None:
-        raise SystemExit(130)
+    if child_process.stopped_by() is not None:
+        raise SystemExit(128 + child_process.stopped_by())
+    if interrupted:
+        raise SystemExit(stop_code)
     if paused:
         raise SystemExit(os.EX_TEMPFAIL)
 

@@ -1,6 +1,8 @@
 """benchmarks.fit_grid: a grid of fits runs once and is read back; paired differences by hand."""
 
 import json
+import runpy
+import sys
 
 import numpy as np
 import pytest
@@ -98,8 +100,9 @@ def test_a_fit_in_two_sittings_records_both_wall_times(tmp_path, monkeypatch):
     clock = iter([0.0, 5.0, 10.0, 17.0])
     monkeypatch.setattr(fit_grid.child_process, "run", fake_fit)
     monkeypatch.setattr(fit_grid.time, "perf_counter", lambda: next(clock))
-    with pytest.raises(RuntimeError, match="two stopped by a signal at a resume point"):
+    with pytest.raises(fit_grid.child_process.Stopped, match="^two stopped by SIGTERM at a resume point") as stop:
         fit_grid.train(fit, tmp_path)
+    assert stop.value.exit_code == 143
     assert json.loads((run / fit_grid.SITTINGS).read_text()) == {"wall_s": [5.0]}
     assert not (run / fit_grid.RECORD).exists()
     assert fit_grid.train(fit, tmp_path) == run
@@ -114,3 +117,23 @@ def test_a_sitting_that_leaves_nothing_to_continue_is_not_counted(tmp_path):
     run = tmp_path / "version_0"
     run.mkdir()
     assert fit_grid.sitting_walls(run, 3.0) == []
+
+
+@pytest.mark.parametrize("grid", ["benchmarks.baselines", "benchmarks.evornn", "benchmarks.mlp4rec"])
+def test_a_grid_stopped_by_a_signal_says_so_in_one_line(grid, tmp_path, monkeypatch, capsys):
+    """Run as a command (``python -m <grid>``), a grid whose fit a signal stopped exits with the fit's status and one
+    line on stderr, no traceback (seqrec.errors.run_command): the user's cue to run the same command again."""
+    def stopped(fits, runs_dir, jobs=1):
+        raise fit_grid.child_process.Stopped(f"{fits[0].name} stopped by SIGTERM at a resume point: run the same "
+                                             "command again to continue", 143)
+
+    monkeypatch.setattr(fit_grid, "run_all", stopped)  # the grid module, run afresh below, imports it from here
+    monkeypatch.delenv("SEQREC_DEBUG", raising=False)
+    monkeypatch.setattr(sys, "argv", [grid, "--runs-dir", str(tmp_path), "--out", str(tmp_path / "R.md")])
+    monkeypatch.delitem(sys.modules, grid, raising=False)  # runpy runs a fresh copy as __main__
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_module(grid, run_name="__main__")
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 143
+    assert err.endswith("stopped by SIGTERM at a resume point: run the same command again to continue\n")
+    assert err.count("\n") == 1 and "Traceback" not in err
