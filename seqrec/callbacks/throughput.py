@@ -4,7 +4,9 @@
   last ``window`` batches, wall clock between consecutive batch ends (data loading, forward, backward
   and optimizer step included). Tokens are the non-padding ids of ``batch[tokens_key]``.
 - ``train/samples_per_s_epoch``, ``train/tokens_per_s_epoch``: the epoch's examples over its wall time,
-  summed over ranks (ranks run concurrently, so the sum is the job's throughput).
+  summed over ranks (ranks run concurrently, so the sum is the job's throughput). An epoch resumed from a
+  mid-epoch checkpoint counts this process's part of it: Lightning does not call ``on_train_epoch_start``
+  for it, so the clock also starts at ``on_train_start`` (it read the time since boot before).
 - ``val/users_per_s``, ``test/users_per_s``: evaluation queries (one per user) over the loop's wall
   time, summed over ranks; distributed padding rows (``valid`` False) are not counted. The test value
   goes to the loggers only, not into ``trainer.test``'s returned (reproducible) metrics.
@@ -97,6 +99,10 @@ class ThroughputCallback(Callback):
         return time.perf_counter()
 
     # --- training ---------------------------------------------------------------------------------
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Start the clocks: a fit resumed mid-epoch gets no ``on_train_epoch_start`` for that epoch."""
+        self.on_train_epoch_start(trainer, pl_module)
+
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Start the epoch clock."""
         self._epoch_start = self._last = self._now(pl_module)
