@@ -2,7 +2,7 @@
 
     python -m benchmarks.mlp4rec [--runs-dir runs/mlp4rec_bench] [--epochs 3] [--short-epochs 1]
                                  [--seeds 2022 2023 2024] [--jobs 1] [--out results/MLP4REC.md]
-    python -m benchmarks.mlp4rec --epochs 0 --seeds 2022 [--models sasrec gru4rec] [--threads 2]
+    python -m benchmarks.mlp4rec --epochs 0 --seeds 2022 [--models sasrec gru4rec] [--threads 2] [--one-seed mlp4rec]
 
 The fits (``benchmarks.fit_grid``, resumable), each ``--threads 1`` with validation every quarter epoch:
 - the main table: every model for ``--epochs`` epochs with the first seed, and the popularity floor;
@@ -19,7 +19,8 @@ The ``## Results`` section of ``--out`` is rewritten; the other sections (the pr
 ``--epochs 0`` is the protocol's own budget instead (``## Results: early stopping``, its JSON
 ``results/mlp4rec_ml100k_early_stopping.json``): each of ``--models`` per seed at its config as shipped, MLP4Rec
 at the official size, validated once an epoch, stopped after 10 validations without a gain in MRR@10 (at most 100
-epochs), the best-validating checkpoint tested; ``--threads`` per fit (default 1). A fit cut off (a signal, a
+epochs), the best-validating checkpoint tested; ``--threads`` per fit (default 1); the models of ``--one-seed``
+with the first seed only (the pairs then use the seeds both models have). A fit cut off (a signal, a
 crash) continues from its ``last.ckpt`` when the same command runs again.
 """
 
@@ -29,6 +30,7 @@ import argparse
 import math
 import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.fit_grid import Fit, Outcome, outcome, paired, publish, run_all, validation_curve
@@ -170,15 +172,28 @@ def short_table(done: dict[str, Outcome], short_epochs: int, seeds: list[int]) -
     return lines
 
 
+def model_seeds(model: str, seeds: list[int], one_seed: Sequence[str] = ()) -> list[int]:
+    """The seeds ``model`` is fitted with: the first alone for the models of ``--one-seed``, else all."""
+    return seeds[:1] if model in one_seed else list(seeds)
+
+
+def early_stopping_fits(models: list[str], seeds: list[int], threads: int, one_seed: Sequence[str] = ()) -> list[Fit]:
+    """Every model of ``models`` with each of its seeds (``model_seeds``), seed by seed."""
+    return [early_stopping_fit(m, s, threads) for s in seeds for m in models if s in model_seeds(m, seeds, one_seed)]
+
+
 def early_stopping_table(done: dict[str, Outcome], dirs: dict[str, Path], models: list[str],
-                         seeds: list[int]) -> list[str]:
-    """One row per model and seed (epochs trained, the tested checkpoint's epoch, why it stopped), the popularity
-    floor, then the paired differences on the test users that the fitted models allow."""
+                         seeds: list[int], one_seed: Sequence[str] = ()) -> list[str]:
+    """One row per model and seed fitted (epochs trained, the tested checkpoint's epoch, why it stopped), the
+    popularity floor, then the paired differences on the test users that the fitted models allow, each over the
+    seeds both models were fitted with."""
     lines = ["### Each model to early stopping, its config as shipped", "",
              "| model | seed | epochs (best) | steps | stopped by | test HR@10 | test NDCG@10 | test MRR@10 | "
              "best val MRR@10 | fit s | wall s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for seed in seeds:
         for model in models:
+            if seed not in model_seeds(model, seeds, one_seed):
+                continue
             o = done[early_stopping_fit(model, seed).name]
             lines.append(f"| {MODELS[model][0]} | {seed} | {o.epochs} ({o.best_epoch}) | {o.steps} | {o.status} | "
                          f"{figures(o)}")
@@ -187,13 +202,14 @@ def early_stopping_table(done: dict[str, Outcome], dirs: dict[str, Path], models
              [("mlp4rec", "mlp4rec_nofeatures"), ("mlp4rec", "sasrec"), ("sasrec", "gru4rec")]
              if a in models and b in models]
     if pairs:
-        lines += ["", f"Paired on the same 943 test users (mean difference (s.e.) over seeds {', '.join(map(str, seeds))}; "
-                  "the s.e. covers the test users' sampling, not training's randomness):", "",
-                  "| difference | HR@10 | NDCG@10 | MRR@10 |", "|---|---|---|---|"]
+        lines += ["", "Paired on the same 943 test users (mean difference (s.e.) over the seeds both models were fitted "
+                  "with; the s.e. covers the test users' sampling, not training's randomness):", "",
+                  "| difference | seeds | HR@10 | NDCG@10 | MRR@10 |", "|---|---|---|---|---|"]
         for label, a, b in pairs:
-            runs, bases = ([dirs[early_stopping_fit(m, s).name] for s in seeds] for m in (a, b))
-            lines.append(f"| {label} | " + " | ".join("{:+.4f} ({:.4f})".format(*paired(runs, bases, m))
-                                                      for m in METRICS) + " |")
+            both = [s for s in model_seeds(a, seeds, one_seed) if s in model_seeds(b, seeds, one_seed)]
+            runs, bases = ([dirs[early_stopping_fit(m, s).name] for s in both] for m in (a, b))
+            lines.append(f"| {label} | {', '.join(map(str, both))} | "
+                         + " | ".join("{:+.4f} ({:.4f})".format(*paired(runs, bases, m)) for m in METRICS) + " |")
     return lines
 
 
@@ -211,6 +227,9 @@ def main(argv: list[str] | None = None) -> dict[str, Outcome]:
     p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS),
                    help="with --epochs 0: the models to fit (default all four)")
     p.add_argument("--threads", type=int, default=1, help="with --epochs 0: torch threads per fit (default 1)")
+    p.add_argument("--one-seed", nargs="+", choices=list(MODELS), default=[],
+                   help="with --epochs 0: models fitted with the first seed only (MLP4Rec at the official size: "
+                        "about 32 minutes an epoch on 2 AVX2 cores)")
     args = p.parse_args(argv)
     command = shown_command("benchmarks.mlp4rec", argv if argv is not None else sys.argv[1:])
     if args.epochs == 0:
@@ -230,13 +249,13 @@ def main(argv: list[str] | None = None) -> dict[str, Outcome]:
 
 def early_stopping(args: argparse.Namespace, command: str) -> dict[str, Outcome]:
     """``--epochs 0``: every model of ``--models`` per seed to early stopping; its own section and JSON."""
-    fits = [early_stopping_fit(m, s, args.threads) for s in args.seeds for m in args.models]
+    fits = early_stopping_fits(args.models, args.seeds, args.threads, args.one_seed)
     machine = machine_description(threads=args.threads)
     dirs = run_all([*fits, POPULARITY], args.runs_dir, args.jobs)
     done = {name: outcome(run) for name, run in dirs.items()}
     body = ["\"fit s\" is `fit_summary.json`'s `seconds_this_sitting` (its last sitting); \"wall s\" the fit's "
             f"commands (data, fit, test), every sitting's; {args.threads} thread(s) per fit; \"epochs (best)\": epochs "
-            "trained and the tested checkpoint's epoch.", "", *early_stopping_table(done, dirs, args.models, args.seeds)]
+            "trained and the tested checkpoint's epoch.", "", *early_stopping_table(done, dirs, args.models, args.seeds, args.one_seed)]
     json_path = args.json or Path("results/mlp4rec_ml100k_early_stopping.json")
     print(publish(args.out, EARLY_STOPPING, json_path, command, machine, args.jobs, done, body))
     return done

@@ -87,4 +87,39 @@ def test_early_stopping_table_rows_and_the_pairs_the_models_allow(tmp_path):
     sasrec = next(line for line in lines if line.startswith("| SASRec |"))
     assert sasrec.split(" | ")[1:6] == ["2022", "38 (28)", "380", "early_stopping", "0.6667"]
     pairs = [line for line in lines if " − " in line]
-    assert len(pairs) == 1 and pairs[0].startswith("| SASRec − GRU4Rec | +0.3333 (0.3333) |")  # query 2: 3 vs 30
+    assert len(pairs) == 1 and pairs[0].startswith("| SASRec − GRU4Rec | 2022 | +0.3333 (0.3333) |")  # query 2: 3 vs 30
+
+
+def test_one_seed_models_are_fitted_tabled_and_paired_with_the_first_seed_only(tmp_path):
+    """--one-seed mlp4rec: MLP4Rec with the first seed, the baselines with every seed; MLP4Rec − SASRec pairs
+    seed 2022 alone, SASRec − GRU4Rec both seeds (the same ranks each seed here, so the same pair)."""
+    import numpy as np
+
+    from benchmarks.fit_grid import Outcome
+    from seqrec.metrics.query_ranks import write_ranks_csv
+
+    models, seeds = ["mlp4rec", "sasrec", "gru4rec"], [2022, 2023]
+    fits = mlp4rec.early_stopping_fits(models, seeds, 2, one_seed=["mlp4rec"])
+    assert [f.name for f in fits] == ["mlp4rec_early_stopping_s2022", "sasrec_early_stopping_s2022",
+                                      "gru4rec_early_stopping_s2022", "sasrec_early_stopping_s2023",
+                                      "gru4rec_early_stopping_s2023"]
+    assert len(mlp4rec.early_stopping_fits(models, seeds, 2)) == 6
+    ranks = {"mlp4rec": [1, 1, 1], "sasrec": [1, 20, 3], "gru4rec": [2, 20, 30]}
+    done, dirs = {}, {}
+    for fit in fits:
+        run = tmp_path / fit.name
+        run.mkdir()
+        (run / "config.yaml").write_text("{}\n")
+        values = ranks[fit.name.split("_")[0]]
+        write_ranks_csv(run / "test_ranks.csv", np.array([[q, r] for q, r in enumerate(values)]))
+        done[fit.name] = Outcome(str(run), {"test/hr@10": float(np.mean(np.array(values) <= 10)), "test/ndcg@10": 0.0,
+                                            "test/mrr@10": 0.0}, 0.2, 380, 38, 28, "early_stopping", 60.0, 65.0)
+        dirs[fit.name] = run
+    done[mlp4rec.POPULARITY.name] = Outcome("p", {"test/hr@10": 0.1, "test/ndcg@10": 0.0, "test/mrr@10": 0.0}, 0.04,
+                                            1, 1, None, "max_epochs", 2.0, 7.0)
+    lines = mlp4rec.early_stopping_table(done, dirs, models, seeds, one_seed=["mlp4rec"])
+    rows = [line.split(" | ")[:2] for line in lines if " | early_stopping | " in line]
+    assert [seed for _, seed in rows] == ["2022", "2022", "2022", "2023", "2023"]
+    pairs = {line.split(" | ")[0]: line.split(" | ")[1:3] for line in lines if " − " in line}
+    assert pairs == {"| **MLP4Rec + features** (genres, title, year) − SASRec": ["2022", "+0.3333 (0.3333)"],
+                     "| SASRec − GRU4Rec": ["2022, 2023", "+0.3333 (0.3333)"]}
