@@ -707,7 +707,7 @@ def command(
     ledger = args.out.parent / LEDGER
     cells = read_ledger(ledger)
     failed, interrupted, paused = [], [], []
-    stop_code = 130  # the status a stopped command exits with: 128 + the signal (seqrec.errors), the fit's own
+    stop_code = 130  # a fit stopped by a signal this process did not get (kill PID): exit with its status
     with child_process.forwarding_signals():  # a signal stops the running cell at its resume point and ends the loop
         for config in configs:
             extra = list(extra_common)
