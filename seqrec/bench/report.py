@@ -152,13 +152,28 @@ def rss_cell(result: Mapping[str, float]) -> str:
     return f"{mib(result['rss_peak_kb'])} (+{mib(result['rss_peak_kb'] - result['rss_baseline_kb'])})"
 
 
+def cpuinfo_fields(cpuinfo: str | None = None) -> dict[str, str]:
+    """The first processor's ``key: value`` lines of /proc/cpuinfo (``cpuinfo``: its text), keys lower-cased; {} where
+    there is none (not Linux)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return {}
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            if fields:
+                break  # the first processor's block is enough
+            continue
+        fields.setdefault(key.strip().lower(), value.strip())
+    return fields
+
+
 def cpu_model() -> str:
     """The CPU model name from /proc/cpuinfo (Linux), else ``platform.processor()``."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine() or "unknown CPU"
+    return cpuinfo_fields().get("model name") or platform.processor() or platform.machine() or "unknown CPU"
 
 
 def cpu_isa(cpuinfo: str | None = None) -> str:
@@ -175,14 +190,7 @@ def cpu_isa(cpuinfo: str | None = None) -> str:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
             return ""
-    fields: dict[str, str] = {}
-    for line in cpuinfo.splitlines():
-        key, sep, value = line.partition(":")
-        if not sep:
-            if fields:
-                break  # the first processor's block is enough
-            continue
-        fields.setdefault(key.strip().lower(), value.strip())
+    fields = cpuinfo_fields(cpuinfo)
     flags = set(cpuinfo_flags(cpuinfo) or ())
     if "avx512f" in flags:
         vector = "AVX-512" + (" with bf16" if flags.intersection(BF16_FLAGS) else "")
