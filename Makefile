@@ -42,7 +42,7 @@ lint: setup
 # The benchmarks are development tools outside the package (benchmarks/): python -m benchmarks.<name> from this folder.
 bench: setup
 	$(PY) -m benchmarks.pipeline --out results/BENCHMARKS.md $(ARGS)
-	$(PY) -m benchmarks.speed --out results/BENCHMARKS.md $(if $(SEQREC_LRUREC_OFFICIAL),--official-lrurec "$(SEQREC_LRUREC_OFFICIAL)") $(SPEED_ARGS)
+	$(PY) -m benchmarks.speed --out results/BENCHMARKS.md $(if $(SEQREC_LRUREC_OFFICIAL),--official_lrurec "$(SEQREC_LRUREC_OFFICIAL)") $(SPEED_ARGS)
 	$(PY) -m benchmarks.xlong --out results/BENCHMARKS.md
 
 clean:

@@ -1,6 +1,6 @@
 """The embedded default (``make fit``: SASRec on ML-100k) over several seeds, beside the most-popular floor.
 
-    python -m benchmarks.baselines [--runs-dir runs/baselines_bench] [--seeds 42 1 2] [--out results/BASELINES.md]
+    python -m benchmarks.baselines [--runs_dir runs/baselines_bench] [--seeds 42 1 2] [--out results/BASELINES.md]
 
 Each SASRec fit is ``sasrec_ml100k.yaml`` exactly as ``make fit`` runs it (its threads, its early stopping), only
 the seed changes (42 is the config's own, so that row is ``make fit``'s run). The popularity row is the same
@@ -10,13 +10,12 @@ protocol with the ``Popularity`` network (training counts, one counting pass). F
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 from pathlib import Path
 
 from benchmarks.fit_grid import Fit, Outcome, outcome, paired, publish, run_all
-from seqrec.bench.report import machine_description, shown_command
+from benchmarks.flags import Parser
+from seqrec.bench.report import machine_description
 
 CONFIG = "sasrec_ml100k.yaml"
 METRICS = ("hr@10", "ndcg@10", "mrr@10", "hr@20", "ndcg@20", "map@20")
@@ -61,13 +60,13 @@ def report(done: dict[str, Outcome], seeds: list[int]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Outcome]:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs-dir", type=Path, default=Path("runs/baselines_bench"))
+    p = Parser("benchmarks.baselines", description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs_dir", type=Path, default=Path("runs/baselines_bench"))
     p.add_argument("--seeds", type=int, nargs="+", default=[42, 1, 2], help="42 is the config's (make fit's) seed")
     p.add_argument("--out", type=Path, default=Path("results/BASELINES.md"))
     p.add_argument("--json", type=Path, default=Path("results/baselines_ml100k.json"))
     args = p.parse_args(argv)
-    command = shown_command("benchmarks.baselines", argv if argv is not None else sys.argv[1:])
+    command = p.command()
     machine = machine_description()
     dirs = run_all([*(sasrec_fit(s) for s in args.seeds), POPULARITY], args.runs_dir, jobs=1)
     done = {name: outcome(run) for name, run in dirs.items()}

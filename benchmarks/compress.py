@@ -4,25 +4,25 @@ For every history length L (``--lengths``, default 50 200 1000, where the data h
 
 1. builds the DIN-style CTR data of the ``--config`` (a shipped CTR fit config such as
    ``ctr_transformer_ml1m.yaml``) through ``seqrec.build``, at ``--data.max_len L`` in windows mode
-   (``--data-path`` points its source at a local file; arguments after ``--`` are dotted overrides
+   (``--data_path`` points its source at a local file; arguments after ``--`` are dotted overrides
    given to every build, e.g. ``-- --data.init_args.max_users 500 --trainer.accelerator cpu``);
-2. trains the uncompressed transformer backbone of that config and the LRU of ``--lru-config`` once, each
+2. trains the uncompressed transformer backbone of that config and the LRU of ``--lru_config`` once, each
    with the Lightning Trainer its build returns (the config's optimiser and lr, BCE, gradient clipping at 5;
-   windows batched by length under a token budget of ``--batch-size`` × min(L, 200), the datamodule's
+   windows batched by length under a token budget of ``--batch_size`` × min(L, 200), the datamodule's
    ``train_batch_tokens``; ``--epochs`` passes, fractions allowed, over each user's newest
-   ``--recent-events`` training events; no validation, no model selection: the weights after training are
+   ``--recent_events`` training events; no validation, no model selection: the weights after training are
    evaluated);
 3. evaluates on the test users, with **inference-time** compression of that one trained backbone (no
    retraining, no fine-tuning): every method of ``--methods`` at every budget of ``--budgets``, the
    uncompressed reference and the LRU's fixed state. Methods whose inputs are still those of the
    uncompressed pass share its layers (exact: ``CompressedCTR.prefill_from``). Target-aware pruning
-   re-encodes the history for every target, so it runs on ``--target-aware-users`` users only, beside
+   re-encodes the history for every target, so it runs on ``--target_aware_users`` users only, beside
    the uncompressed reference on the same users;
 4. reports AUC, GAUC (per user, impression-weighted), Logloss, MACs per request (scoring one target
    from the stored state; hand formulas, cross-checked against ``torch.utils.flop_counter`` in the
    tests), MACs to build a user's state, stored bytes per user, and latency (wall time per request and
    per user prefill, batched, on this machine), as a markdown table and Pareto plots (GAUC vs MACs,
-   GAUC vs bytes) in ``--out-dir`` (results of earlier lengths kept in ``compression_<name>.json``).
+   GAUC vs bytes) in ``--out_dir`` (results of earlier lengths kept in ``compression_<name>.json``).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from lightning import LightningModule, Trainer
 from lightning.pytorch.callbacks import Callback
 from torch import nn
 
+from benchmarks.flags import Parser
 from seqrec.atomic import atomic_write, write_text
-from seqrec.bench.report import shown_command
 from seqrec.build import Run, build_datamodule
 from seqrec.build import build as build_run
 from seqrec.compress import build
@@ -410,7 +410,7 @@ def write_report(runs: dict, out_dir: Path, name: str, command: str) -> Path:
         "# Long-sequence CTR: state compression (MALLOC-style benchmark)",
         "",
         "Produced by `python -m benchmarks.compress` (`benchmarks/compress.py`; its module docstring describes "
-        "the protocol); each section names its command. `--report-only` redraws this file and the plots from "
+        "the protocol); each section names its command. `--report_only` redraws this file and the plots from "
         "`compression_<name>.json`.",
         "",
         "- Data: DIN-style CTR samples from the ML-1M sequences (each test user's last event plus "
@@ -460,7 +460,7 @@ def write_report(runs: dict, out_dir: Path, name: str, command: str) -> Path:
 
 
 def trained(name: str, run: Run, data: CTRDataModule, L: int, args: argparse.Namespace) -> dict:
-    """Train ``run``'s model (or, with ``--reuse-models``, load the weights an identical earlier run saved)."""
+    """Train ``run``'s model (or, with ``--reuse_models``, load the weights an identical earlier run saved)."""
     model = run.task.net
     config = run.config
     settings = {"data": config.data.as_dict(), "model": config.model.as_dict(), "trainer": config.trainer.as_dict(),
@@ -503,7 +503,7 @@ def run_length(L: int, args: argparse.Namespace) -> dict:
                          "tested on the same data; give both configs the same protocol (or the same data overrides)")
     transformer, lru = tf_run.task.net, lru_run.task.net
     if not isinstance(transformer, CTRTransformer) or not isinstance(lru, CTRLRU):
-        raise ValueError(f"--config must build a CTRTransformer and --lru-config a CTRLRU, got "
+        raise ValueError(f"--config must build a CTRTransformer and --lru_config a CTRLRU, got "
                          f"{type(transformer).__name__} and {type(lru).__name__}")
     tf_train = trained("transformer", tf_run, data, L, args)
     lru_train = trained("lru", lru_run, data, L, args)
@@ -532,40 +532,42 @@ def run_length(L: int, args: argparse.Namespace) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The benchmark's flags; what follows ``--`` is kept as ``overrides`` (dotted arguments for every build)."""
+    """The benchmark's flags; what follows ``--`` is kept as ``overrides`` (dotted arguments for every build);
+    ``command``: the command line as the results quote it."""
     argv = list(sys.argv[1:] if argv is None else argv)
     overrides: list[str] = []
     if "--" in argv:
         split = argv.index("--")
         argv, overrides = argv[:split], argv[split + 1:]
-    parser = argparse.ArgumentParser(
+    parser = Parser("benchmarks.compress",
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="python -m benchmarks.compress [options] [-- dotted overrides for every build]",
         epilog="Arguments after -- go to seqrec.build for the data and both models (later ones win), e.g.\n"
                "  -- --data.init_args.source.init_args.path ml-1m.txt --model.net.d_model 32",
     )
     parser.add_argument("--config", default="ctr_transformer_ml1m.yaml", help="CTR fit config of the transformer and the data")
-    parser.add_argument("--lru-config", default="ctr_lru_ml1m.yaml", help="CTR fit config of the LRU reference (same data)")
-    parser.add_argument("--data-path", default=None, help="local data file for the config's source (e.g. $SEQREC_SHARED_DATA/lrurec/ml-1m.txt.gz)")
+    parser.add_argument("--lru_config", default="ctr_lru_ml1m.yaml", help="CTR fit config of the LRU reference (same data)")
+    parser.add_argument("--data_path", default=None, help="local data file for the config's source (e.g. $SEQREC_SHARED_DATA/lrurec/ml-1m.txt.gz)")
     parser.add_argument("--name", default="ml1m", help="dataset name for the report and the results file")
     parser.add_argument("--lengths", type=int, nargs="+", default=[50, 200, 1000])
     parser.add_argument("--budgets", type=float, nargs="+", default=[1.0, 0.5, 0.25, 0.1])
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
     parser.add_argument("--epochs", type=float, default=1.0, help="passes over the training windows (fractions allowed)")
-    parser.add_argument("--recent-events", type=int, default=None, help="train on each user's newest this-many training events (default: L)")
-    parser.add_argument("--max-users", type=int, default=None, help="a seeded subset of users (speed; default all)")
-    parser.add_argument("--eval-negatives", type=int, default=None, help="override the config's negatives per test positive")
-    parser.add_argument("--batch-size", type=int, default=32, help=f"training windows per batch (token budget: this × min(L, {MAX_TOKEN_LENGTH}))")
-    parser.add_argument("--eval-batch-size", type=int, default=256)
-    parser.add_argument("--target-aware-users", type=int, default=500, help="users for target-aware pruning (0: skip)")
+    parser.add_argument("--recent_events", type=int, default=None, help="train on each user's newest this-many training events (default: L)")
+    parser.add_argument("--max_users", type=int, default=None, help="a seeded subset of users (speed; default all)")
+    parser.add_argument("--eval_negatives", type=int, default=None, help="override the config's negatives per test positive")
+    parser.add_argument("--batch_size", type=int, default=32, help=f"training windows per batch (token budget: this × min(L, {MAX_TOKEN_LENGTH}))")
+    parser.add_argument("--eval_batch_size", type=int, default=256)
+    parser.add_argument("--target_aware_users", type=int, default=500, help="users for target-aware pruning (0: skip)")
     parser.add_argument("--seed", type=int, default=42, help="seed of the model initialisation, training and the target-aware subset")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the cores available)")
-    parser.add_argument("--out-dir", default="results")
-    parser.add_argument("--models-dir", default="runs/compress", help="where the trained backbones are saved")
-    parser.add_argument("--reuse-models", action="store_true", help="load backbones an identical earlier run saved")
-    parser.add_argument("--report-only", action="store_true", help="rewrite the report and plots from the saved results")
+    parser.add_argument("--out_dir", default="results")
+    parser.add_argument("--models_dir", default="runs/compress", help="where the trained backbones are saved")
+    parser.add_argument("--reuse_models", action="store_true", help="load backbones an identical earlier run saved")
+    parser.add_argument("--report_only", action="store_true", help="rewrite the report and plots from the saved results")
     args = parser.parse_args(argv)
     args.overrides = overrides
+    args.command = parser.command(*(["--", *overrides] if overrides else []))
     return args
 
 
@@ -575,7 +577,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    command = shown_command("benchmarks.compress", argv if argv is not None else sys.argv[1:])
+    command = args.command
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     store = out_dir / f"compression_{args.name}.json"

@@ -1,7 +1,7 @@
 """EvoRNN against fixed GRUs on ML-100k's temporal split: test MAP@20 against MACs per sequence, paired per query.
 
     python -m benchmarks.evornn [--epochs 3|0] [--seeds 42 7] [--jobs 1] [--rows NAME ...]
-                                [--runs-dir runs/evornn_bench/<3ep|early_stopping>] [--out results/EVORNN.md]
+                                [--runs_dir runs/evornn_bench/<3ep|early_stopping>] [--out results/EVORNN.md]
 
 Every row of ``ROWS`` is ``evornn_ml100k.yaml`` (the protocol: global temporal split, MAP@20 over the full
 catalogue, best validation MAP@20 tested) with the row's schedule flags, trained ``--epochs`` epochs per seed (0: the
@@ -24,9 +24,7 @@ sections (the prose) are kept.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +32,8 @@ import numpy as np
 import yaml
 
 from benchmarks.fit_grid import Fit, Outcome, outcome, paired, publish, run_all
-from seqrec.bench.report import machine_description, shown_command
+from benchmarks.flags import Parser
+from seqrec.bench.report import machine_description
 from seqrec.models.next_item.evornn import EvoRNN
 from seqrec.run_files import CONFIG
 
@@ -187,8 +186,8 @@ def notes(seeds: list[int], epochs: int, jobs: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> dict[tuple[str, int], Result]:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs-dir", type=Path, default=None, help="default runs/evornn_bench/<3ep|early_stopping>")
+    p = Parser("benchmarks.evornn", description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs_dir", type=Path, default=None, help="default runs/evornn_bench/<3ep|early_stopping>")
     p.add_argument("--seeds", type=int, nargs="+", default=[42, 7])
     p.add_argument("--epochs", type=int, default=3, help="epochs per run (default 3; 0: the protocol's early stopping)")
     p.add_argument("--jobs", type=int, default=1, help="runs side by side (default 1)")
@@ -204,7 +203,7 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, int], Result]:
         if unknown:
             p.error(f"unknown rows {sorted(unknown)}; rows: {', '.join(r.name for r in ROWS)}")
         rows = [r for r in ROWS if r.name in {*args.rows, REFERENCE}]
-    command = shown_command("benchmarks.evornn", argv if argv is not None else sys.argv[1:])
+    command = p.command()
     machine = machine_description(threads=1)
     jobs = [(row, seed) for seed in args.seeds for row in rows]
     dirs = run_all([row.fit(seed, args.epochs) for row, seed in jobs], runs_dir, args.jobs)

@@ -120,7 +120,7 @@ def check_record(fit: Fit, run_dir: Path) -> None:
     record = json.loads(path.read_text())
     if (record.get("config"), record.get("flags")) != (fit.config, list(fit.flags)):
         raise ValueError(f"{run_dir} was fitted with other flags than {fit.name} asks for now ({record.get('flags')} vs "
-                         f"{list(fit.flags)}): give the grid another --runs-dir")
+                         f"{list(fit.flags)}): give the grid another --runs_dir")
 
 
 def run_all(fits: Sequence[Fit], runs_dir: Path, jobs: int = 1) -> dict[str, Path]:

@@ -11,13 +11,13 @@ with the load average. Prints only: a development measurement, not a results tab
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
 
+from benchmarks.flags import Parser
 from seqrec.bench.report import load_average
 from seqrec.models.kernels.linear_recurrence import compiled_recurrence
 from seqrec.models.next_item.lru import parallel_scan, sequential_scan
@@ -51,7 +51,7 @@ def recurrence_medians(batch: int, length: int, width: int, repeats: int) -> dic
 
 def main(argv: list[str] | None = None) -> None:
     """Print the medians (ms, wall and CPU) and each case's ratio to the torch loop."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser("benchmarks.lru_recurrence", description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--length", type=int, default=200)
     parser.add_argument("--width", type=int, default=64, help="complex state size H")

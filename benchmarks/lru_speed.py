@@ -14,7 +14,6 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from seqrec.bench.report import shown_command, write_section
+from benchmarks.flags import Parser
+from seqrec.bench.report import write_section
 from seqrec.models.next_item.lru import LRULayer, LRURec
 
 NUM_ITEMS = 3416  # ML-1M after LRURec's preprocessing
@@ -165,9 +165,7 @@ def inference_table(histories: list[int], repeats: int, events: int = 100) -> st
 
 def main(argv: list[str] | None = None) -> str:
     """Run the three tables, print them as markdown and optionally write them to ``--out``."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = Parser("benchmarks.lru_speed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=None, help="write the markdown report here")
     parser.add_argument("--repeats", type=int, default=3, help="timings per case (median reported)")
     parser.add_argument("--lengths", default="200,1000", help="max_len values for training and scan tables")
@@ -191,7 +189,7 @@ def main(argv: list[str] | None = None) -> str:
     header = (
         f"torch {torch.__version__}, {platform.machine()} CPU, {torch.get_num_threads()} threads, "
         f"median of {args.repeats}, total {time.perf_counter() - start:.0f} s. "
-        f"Command: `{shown_command('benchmarks.lru_speed', argv if argv is not None else sys.argv[1:])}`"
+        f"Command: `{parser.command()}`"
     )
     if hasattr(os, "getloadavg"):  # other processes on a shared machine slow every case alike
         header += f"\n\nLoad average (1 min) at start / end: {load_before:.1f} / {os.getloadavg()[0]:.1f}."

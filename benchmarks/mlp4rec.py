@@ -1,14 +1,14 @@
 """MLP4Rec (with and without item features), SASRec and GRU4Rec on ML-100k under MLP4Rec's protocol: results/MLP4REC.md.
 
-    python -m benchmarks.mlp4rec [--runs-dir runs/mlp4rec_bench] [--epochs 3] [--short-epochs 1]
+    python -m benchmarks.mlp4rec [--runs_dir runs/mlp4rec_bench] [--epochs 3] [--short_epochs 1]
                                  [--seeds 2022 2023 2024] [--jobs 1] [--out results/MLP4REC.md]
-    python -m benchmarks.mlp4rec --epochs 0 --seeds 2022 [--models sasrec gru4rec] [--threads 2] [--one-seed mlp4rec]
+    python -m benchmarks.mlp4rec --epochs 0 --seeds 2022 [--models sasrec gru4rec] [--threads 2] [--one_seed mlp4rec]
 
 The fits (``benchmarks.fit_grid``, resumable), each ``--threads 1`` with validation every quarter epoch:
 - the main table: every model for ``--epochs`` epochs with the first seed, and the popularity floor;
 - the features table: both MLP4Rec variants (with and without item features) for ``--epochs`` epochs with every
   seed, paired per seed and over the seeds;
-- the short table: every model for ``--short-epochs`` epochs with the first seed, and both MLP4Rec variants with
+- the short table: every model for ``--short_epochs`` epochs with the first seed, and both MLP4Rec variants with
   each further seed (MLP4Rec's early plateau has a seed-dependent length).
 
 MLP4Rec runs at the CPU size ``CPU_SIZE`` (d 32, 2 layers, lr 1e-3, batch 64 × 4 accumulated = 256 per step);
@@ -19,7 +19,7 @@ The ``## Results`` section of ``--out`` is rewritten; the other sections (the pr
 ``--epochs 0`` is the protocol's own budget instead (``## Results: early stopping``, its JSON
 ``results/mlp4rec_ml100k_early_stopping.json``): each of ``--models`` per seed at its config as shipped, MLP4Rec
 at the official size, validated once an epoch, stopped after 10 validations without a gain in MRR@10 (at most 100
-epochs), the best-validating checkpoint tested; ``--threads`` per fit (default 1); the models of ``--one-seed``
+epochs), the best-validating checkpoint tested; ``--threads`` per fit (default 1); the models of ``--one_seed``
 with the first seed only (the pairs then use the seeds both models have). A fit cut off (a signal, a
 crash) continues from its ``last.ckpt`` when the same command runs again.
 """
@@ -29,12 +29,12 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.fit_grid import Fit, Outcome, outcome, paired, publish, run_all, validation_curve
-from seqrec.bench.report import machine_description, shown_command
+from benchmarks.flags import Parser
+from seqrec.bench.report import machine_description
 
 TITLE = "Results"
 METRICS = ("hr@10", "ndcg@10", "mrr@10")
@@ -173,7 +173,7 @@ def short_table(done: dict[str, Outcome], short_epochs: int, seeds: list[int]) -
 
 
 def model_seeds(model: str, seeds: list[int], one_seed: Sequence[str] = ()) -> list[int]:
-    """The seeds ``model`` is fitted with: the first alone for the models of ``--one-seed``, else all."""
+    """The seeds ``model`` is fitted with: the first alone for the models of ``--one_seed``, else all."""
     return seeds[:1] if model in one_seed else list(seeds)
 
 
@@ -214,11 +214,11 @@ def early_stopping_table(done: dict[str, Outcome], dirs: dict[str, Path], models
 
 
 def main(argv: list[str] | None = None) -> dict[str, Outcome]:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs-dir", type=Path, default=Path("runs/mlp4rec_bench"))
+    p = Parser("benchmarks.mlp4rec", description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs_dir", type=Path, default=Path("runs/mlp4rec_bench"))
     p.add_argument("--epochs", type=int, default=3,
                    help="epochs of the main table (default 3: the CPU budget; 0: the protocol's early stopping)")
-    p.add_argument("--short-epochs", type=int, default=1, help="epochs of the seed table (default 1)")
+    p.add_argument("--short_epochs", type=int, default=1, help="epochs of the seed table (default 1)")
     p.add_argument("--seeds", type=int, nargs="+", default=[2022, 2023, 2024], help="the first is the main table's")
     p.add_argument("--jobs", type=int, default=1, help="fits side by side (default 1; wall times then share the cores)")
     p.add_argument("--out", type=Path, default=Path("results/MLP4REC.md"))
@@ -227,11 +227,11 @@ def main(argv: list[str] | None = None) -> dict[str, Outcome]:
     p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS),
                    help="with --epochs 0: the models to fit (default all four)")
     p.add_argument("--threads", type=int, default=1, help="with --epochs 0: torch threads per fit (default 1)")
-    p.add_argument("--one-seed", nargs="+", choices=list(MODELS), default=[],
+    p.add_argument("--one_seed", nargs="+", choices=list(MODELS), default=[],
                    help="with --epochs 0: models fitted with the first seed only (MLP4Rec at the official size: "
                         "about 32 minutes an epoch on 2 AVX2 cores)")
     args = p.parse_args(argv)
-    command = shown_command("benchmarks.mlp4rec", argv if argv is not None else sys.argv[1:])
+    command = p.command()
     if args.epochs == 0:
         return early_stopping(args, command)
     machine = machine_description(threads=1)

@@ -1,9 +1,9 @@
 """Pipeline benchmark: preprocessing (cold and cached), training samples/s, full-ranking users/s, peak RSS.
 
-    python -m benchmarks.pipeline [--config sasrec_ml100k.yaml] [--data-source ml-1m-lrurec | JSON]
-        [--repeats 5] [--threads 1] [--max-lens 50,200] [--out results/BENCHMARKS.md]
+    python -m benchmarks.pipeline [--config sasrec_ml100k.yaml] [--data_source ml-1m-lrurec | JSON]
+        [--repeats 5] [--threads 1] [--max_lens 50,200] [--out results/BENCHMARKS.md]
 
-Everything runs on the config's real data path: its source (or ``--data-source``), its preprocessing,
+Everything runs on the config's real data path: its source (or ``--data_source``), its preprocessing,
 its datamodule's loaders and its model inside its task. Phases, each in its own forked process:
 
 - ``preprocess``: the cold path of ``load_sequences`` into a fresh cache folder (locate + sha256 of the
@@ -16,7 +16,7 @@ its datamodule's loaders and its model inside its task. Phases, each in its own 
   time is included (``num_workers`` as configured, 0 by default) and also timed alone.
   tokens/s counts labelled positions (positions with a loss term; padding excluded).
 - ``eval`` (per max_len): ``NextItemTask.ranks`` under ``torch.inference_mode`` over the test loader
-  (at most ``--eval-batches`` batches per repeat), in users (queries) per second.
+  (at most ``--eval_batches`` batches per repeat), in users (queries) per second.
 
 Why one forked process per phase: ``ru_maxrss`` is a process-lifetime high-water mark, so in one process
 a phase's peak would hide every later, smaller one (and memory freed by an earlier phase stays in the
@@ -44,13 +44,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from benchmarks.flags import Parser
 from benchmarks.forked import peak_rss_kb, run_forked, single_optimizer, training_step
 from seqrec.bench.report import (
     format_spread,
     machine_description,
     median_and_spread,
     rss_cell,
-    shown_command,
     write_section,
 )
 
@@ -58,7 +58,7 @@ log = logging.getLogger("benchmarks.pipeline")
 
 SHARED_ENV = "SEQREC_SHARED_DATA"
 
-# Named data sources (``--data-source NAME``): the source spec and the preprocessing that fits it.
+# Named data sources (``--data_source NAME``): the source spec and the preprocessing that fits it.
 # ml-1m-lrurec: the shared copy of ML-1M exactly as LRURec trains on it (already filtered and in time
 # order), so no further filter is applied; "time" keeps the file's order (times are positions).
 PRESETS: dict[str, dict[str, Any]] = {
@@ -292,14 +292,14 @@ def _expand(value: Any) -> Any:
         if SHARED_ENV in value and not os.environ.get(SHARED_ENV):
             raise ValueError(
                 f"{value!r} needs ${SHARED_ENV}: set it to a folder holding lrurec/ml-1m.txt.gz (LRURec's ML-1M file), "
-                "or pass --data-source as a JSON source spec with a real path"
+                "or pass --data_source as a JSON source spec with a real path"
             )
         return os.path.expandvars(value)
     return value
 
 
 def data_source_overrides(value: str | None, preprocessing: str | None) -> tuple[list[str], str | None]:
-    """(dotted CLI overrides of the data section, label) from ``--data-source`` (preset or JSON) and ``--preprocessing``.
+    """(dotted CLI overrides of the data section, label) from ``--data_source`` (preset or JSON) and ``--preprocessing``.
 
     A preset or JSON source replaces the config's source; ``--preprocessing`` (or a preset's) replaces the
     config's preprocessing as a whole (unset options take ``Preprocessing``'s defaults).
@@ -320,7 +320,7 @@ def data_source_overrides(value: str | None, preprocessing: str | None) -> tuple
                 source = None
             if not isinstance(source, dict) or "class_path" not in source:
                 raise ValueError(
-                    f"--data-source must be a preset ({', '.join(sorted(PRESETS))}) or a JSON source spec "
+                    f"--data_source must be a preset ({', '.join(sorted(PRESETS))}) or a JSON source spec "
                     f'like {{"class_path": "seqrec.data.sources.sasrec_text.SASRecText", "init_args": '
                     f'{{"name": "ml-1m", "path": "..."}}}}; got {value!r}'
                 )
@@ -405,19 +405,19 @@ def _parse_lengths(text: str | None, config_len: int | None) -> list[int]:
 
 def main(argv: list[str] | None = None) -> str:
     """Run every phase, print the section and write it into ``--out``; returns the section body."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser("benchmarks.pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="sasrec_ml100k.yaml", help="config file or shipped config name")
-    parser.add_argument("--data-source", default=None, help=f"preset ({', '.join(PRESETS)}) or JSON source spec")
+    parser.add_argument("--data_source", default=None, help=f"preset ({', '.join(PRESETS)}) or JSON source spec")
     parser.add_argument("--preprocessing", default=None, help="JSON Preprocessing options replacing the config's")
     parser.add_argument("--repeats", type=int, default=5, help="runs per figure (median and min–max reported)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads in every phase")
-    parser.add_argument("--max-lens", default="50,200", help="max_len values besides the config's ('' for only the config's)")
-    parser.add_argument("--train-steps", type=int, default=8, help="timed training steps per run")
+    parser.add_argument("--max_lens", default="50,200", help="max_len values besides the config's ('' for only the config's)")
+    parser.add_argument("--train_steps", type=int, default=8, help="timed training steps per run")
     parser.add_argument("--warmup", type=int, default=2, help="untimed training steps before timing")
-    parser.add_argument("--eval-batches", type=int, default=8, help="test batches per evaluation run (at most)")
+    parser.add_argument("--eval_batches", type=int, default=8, help="test batches per evaluation run (at most)")
     parser.add_argument("--out", type=Path, default=None, help="markdown file to write the section into")
     parser.add_argument("--title", default=None, help="section title (default: 'Pipeline: <config> on <data>')")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
 
     for name in ("repeats", "threads", "train_steps", "eval_batches"):
         if getattr(args, name) < 1:
@@ -466,8 +466,7 @@ def main(argv: list[str] | None = None) -> str:
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    given = list(sys.argv[1:] if argv is None else argv)
-    command = shown_command("benchmarks.pipeline", given)
+    command = parser.command()
     body = render(args, command, pre, cached, runs, time.perf_counter() - started, machine)
     title = args.title or f"Pipeline: {config_name} on {label or pre['source_name']}"
     print(f"## {title}\n\n{body}")

@@ -19,14 +19,13 @@ run's config.yaml, the CPU's native bf16 support from its flags (bf16 is worth t
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.flags import Parser
 from seqrec.atomic import atomic_write
-from seqrec.bench.report import machine_description, shown_command, write_section
+from seqrec.bench.report import machine_description, write_section
 from seqrec.bench.repro_compare import seed_of, validation_curve
 from seqrec.loggers.report import read_config
 
@@ -125,7 +124,7 @@ def main(argv: list[str] | None = None) -> str:
     """Parse, read both runs, write the section (and the figure)."""
     from benchmarks.speed import bf16_native_text
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser("benchmarks.precision_curves", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs=2, type=Path, help="the reference run (fp32), then the other precision's run")
     parser.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS), help="validation metrics to compare")
     parser.add_argument("--out", type=Path, default=None, help="markdown file to write the section into")
@@ -134,8 +133,7 @@ def main(argv: list[str] | None = None) -> str:
                         help="what tells the runs apart (default: their precisions), e.g. two code versions")
     parser.add_argument("--name", default=None, help="the config's name in the section title (default: the first "
                                                      "run's experiment folder)")
-    given = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(given)
+    args = parser.parse_args(argv)
     base, other = (run_facts(run, args.metrics) for run in args.runs)
     if args.labels is not None:
         base["label"], other["label"] = args.labels
@@ -144,7 +142,7 @@ def main(argv: list[str] | None = None) -> str:
     figure = plot(base, other, args.metrics[0], args.figure) if args.figure is not None else None
     name = args.name or args.runs[0].parent.name
     title = f"Precision: {name}" if args.labels is None else f"Side by side: {name}, {args.labels[0]} and {args.labels[1]}"
-    body = render(base, other, args.metrics, figure, shown_command("benchmarks.precision_curves", given),
+    body = render(base, other, args.metrics, figure, parser.command(),
                   bf16_native_text())
     print(f"## {title}\n\n{body}")
     if args.out is not None:

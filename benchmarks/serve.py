@@ -12,7 +12,7 @@ Two parts, each figure printed with the command behind it:
    file after shutdown, and the state blobs alone) and the server's peak RSS. Bounded by ``--events`` per level
    and ``--seconds`` per level.
 2. **Per-event cost vs history length** (in process: the same ``Serving`` the app calls, SQLite store with the
-   same durability): a user is loaded with L events, then ``--sweep-events`` more events are timed, each an
+   same durability): a user is loaded with L events, then ``--sweep_events`` more events are timed, each an
    update (state advanced, one transaction committed) and a top-10 over the catalogue. LRURec (stored O(1)
    state, the trained weights), SASRec (recompute over the history) and the CTR transformer (its KV cache, and
    a compressed KV cache at each ``--budgets`` fraction); the attention models are rebuilt with the trained
@@ -20,11 +20,11 @@ Two parts, each figure printed with the command behind it:
    LRURec's event latency at L=1,000 <= 1.2x at L=50.
 3. **Hostile requests** (``benchmarks.serve_limits``): a server on the first served model with its default limits;
    ``/health`` latency while a request of the largest accepted size is in flight (goal: p99 within 2x the idle
-   p99) and the peak RSS that request adds (goal: under 10 MB), for ``--hostile-seconds`` per request shape; and
+   p99) and the peak RSS that request adds (goal: under 10 MB), for ``--hostile_seconds`` per request shape; and
    a control row, /health beside a CPU-bound process and no request, for what the machine alone does.
 
-The models are short fits on real ML-1M (``--epochs``, default 1) trained into ``--runs-dir`` when not there.
-Smoke run (seconds to minutes): ``--events 50 --seconds 20 --sweep-events 10``; the full measurement is the
+The models are short fits on real ML-1M (``--epochs``, default 1) trained into ``--runs_dir`` when not there.
+Smoke run (seconds to minutes): ``--events 50 --seconds 20 --sweep_events 10``; the full measurement is the
 default sizes on a quiet machine.
 """
 
@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.flags import Parser
 from benchmarks.serve_limits import (
     HostileResult,
     measure_control,
@@ -59,7 +60,7 @@ from benchmarks.serve_limits import (
 )
 from benchmarks.serve_limits import shapes as hostile_shapes
 from seqrec.atomic import write_text
-from seqrec.bench.report import load_average, shown_command
+from seqrec.bench.report import load_average
 from seqrec.runs import CONFIG, TEST_METRICS, newest_version
 from seqrec.serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ID_LENGTH
 
@@ -639,33 +640,33 @@ def store_size_table(swept: list[SweepResult], served: list[ServedResult]) -> li
 
 
 # --- the command ---------------------------------------------------------------------------------------------
-def parser() -> argparse.ArgumentParser:
+def parser() -> Parser:
     """The benchmark's options (module docstring)."""
-    p = argparse.ArgumentParser(prog="python -m benchmarks.serve", description=__doc__.split("\n\n")[0])
+    p = Parser("benchmarks.serve", description=__doc__.split("\n\n")[0])
     shared = os.environ.get(SHARED_ENV)
     p.add_argument("--data", type=Path, default=Path(shared) / "lrurec" / "ml-1m.txt.gz" if shared else None,
                    help="LRURec's ml-1m.txt(.gz) (default: $SEQREC_SHARED_DATA/lrurec/ml-1m.txt.gz)")
-    p.add_argument("--runs-dir", type=Path, default=Path("runs/serve_bench"), help="where the served runs are (trained if absent)")
+    p.add_argument("--runs_dir", type=Path, default=Path("runs/serve_bench"), help="where the served runs are (trained if absent)")
     p.add_argument("--models", default="lru,sasrec,ctr", help="served models: lru, sasrec, ctr")
     p.add_argument("--epochs", type=int, default=1, help="epochs of the short fits (default 1)")
     p.add_argument("--clients", default="1,4,16", help="concurrency levels of the replay")
     p.add_argument("--events", type=int, default=2000, help="replayed events per level (default 2000)")
     p.add_argument("--seconds", type=float, default=300.0, help="time limit per level (default 300)")
     p.add_argument("--lengths", default="50,200,1000", help="history lengths of the cost sweep")
-    p.add_argument("--sweep-events", type=int, default=100, help="timed events per (model, length) (default 100)")
+    p.add_argument("--sweep_events", type=int, default=100, help="timed events per (model, length) (default 100)")
     p.add_argument("--method", default="snapkv", help="compression method of the CTR transformer (default snapkv)")
     p.add_argument("--budgets", default="0.25", help="compression budgets (fractions) served and swept")
     p.add_argument("--sync", choices=("full", "normal"), default="full", help="SQLite durability (default full)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of the in-process parts (default 1)")
-    p.add_argument("--server-threads", type=int, default=1, help="torch threads per request in the server (default 1)")
-    p.add_argument("--skip-replay", action="store_true", help="no replay")
-    p.add_argument("--skip-sweep", action="store_true", help="no cost sweep")
-    p.add_argument("--skip-hostile", action="store_true", help="no hostile-request part")
-    p.add_argument("--hostile-seconds", type=float, default=10.0,
+    p.add_argument("--server_threads", type=int, default=1, help="torch threads per request in the server (default 1)")
+    p.add_argument("--skip_replay", action="store_true", help="no replay")
+    p.add_argument("--skip_sweep", action="store_true", help="no cost sweep")
+    p.add_argument("--skip_hostile", action="store_true", help="no hostile-request part")
+    p.add_argument("--hostile_seconds", type=float, default=10.0,
                    help="seconds of /health pings per hostile request shape (default 10)")
-    p.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
+    p.add_argument("--max_body_bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
                    help="the hostile part's server limit (default: serve's, 256 KiB)")
-    p.add_argument("--max-id-length", type=int, default=DEFAULT_MAX_ID_LENGTH,
+    p.add_argument("--max_id_length", type=int, default=DEFAULT_MAX_ID_LENGTH,
                    help="the hostile part's server limit (default: serve's, 512)")
     p.add_argument("--out", type=Path, default=Path("results/SERVING.md"))
     p.add_argument("--png", type=Path, default=None, help="latency plot (default: beside --out, serving_latency.png)")
@@ -676,8 +677,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the benchmark and write the report; returns the figures."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser().parse_args(argv)
+    options = parser()
+    args = options.parse_args(argv)
     if args.data is None or not args.data.is_file():
         print(f"error: ML-1M not found ({args.data}); pass --data ml-1m.txt.gz or set {SHARED_ENV}", file=sys.stderr)
         raise SystemExit(2)
@@ -686,7 +687,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import seqrec
 
     torch.set_num_threads(args.threads)
-    command = shown_command("benchmarks.serve", argv)
+    command = options.command()
     load = load_average()
     started = time.perf_counter()
     names = [m.strip() for m in args.models.split(",") if m.strip()]

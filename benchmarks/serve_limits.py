@@ -7,7 +7,7 @@ probe's request (one 1 Mi-character id, refused unread):
 - **/health while it is in flight**: one client sends the request back to back (one always in flight) while another
   asks ``/health`` every ``GAP_S``; p50/p99 against ``/health`` on the idle server, asked the same way. The two
   conditions alternate in windows of ``WINDOW_S`` (an idle window starts ``SETTLE_S`` after the flood's request in flight was answered),
-  ``--hostile-seconds`` of each, so both see the same machine: on a shared 2-core machine the p99 of a few seconds
+  ``--hostile_seconds`` of each, so both see the same machine: on a shared 2-core machine the p99 of a few seconds
   moved by 2x between identical back-to-back runs when idle was measured first and the flood after. The /health
   client is ``http.client`` on one keep-alive connection (a lighter instrument than httpx: less of the measured time
   is the client's own). Goal: p99 within 2x the idle p99.

@@ -2,11 +2,11 @@
 LRURec code side by side, and the time to RecBole's 3-epoch SASRec figure.
 
     python -m benchmarks.speed [--threads 1] [--repeats 5] [--steps 5] [--warmup 2]
-        [--official-lrurec DIR] [--out results/BENCHMARKS.md]
-        [--ml1m-data ml-1m-lrurec | JSON] [--ml100k-data JSON] [--set KEY=VALUE ...]
-        [--parts matmul,train,eval,official,fit] [--models SASRec,BERT4Rec] [--matmul-size 2048]
-        [--loss-shape 16384x64x3417]
-        [--fit-epochs 30]
+        [--official_lrurec DIR] [--out results/BENCHMARKS.md]
+        [--ml1m_data ml-1m-lrurec | JSON] [--ml100k_data JSON] [--set KEY=VALUE ...]
+        [--parts matmul,train,eval,official,fit] [--models SASRec,BERT4Rec] [--matmul_size 2048]
+        [--loss_shape 16384x64x3417]
+        [--fit_epochs 30]
 
 One section, "Speed", in ``--out``; every figure is the median of ``--repeats`` runs with (min–max):
 
@@ -14,8 +14,8 @@ One section, "Speed", in ``--out``; every figure is the median of ``--repeats`` 
    large square product and on the next-item loss's product (P positions × d)·(d × N+1), in G
    multiply-adds/s (1 MAC = 2 FLOP).
 2. **Training step** of ``sasrec_ml1m``, ``lru_ml1m`` and ``bert4rec_ml1m`` (ML-1M as LRURec ships it,
-   ``--ml1m-data``; BERT4Rec's batches are cloze windows, its tokens/s the masked positions) and
-   ``mlp4rec_ml100k`` (``--ml100k-data``, default the config's own source), each in fp32 and under
+   ``--ml1m_data``; BERT4Rec's batches are cloze windows, its tokens/s the masked positions) and
+   ``mlp4rec_ml100k`` (``--ml100k_data``, default the config's own source), each in fp32 and under
    ``--trainer.precision bf16-mixed``: the config's ``training_step`` (forward + loss) inside the trainer's
    precision context, backward, the config's gradient clipping and the optimiser step, on batches from the
    datamodule's train loader after ``--warmup`` steps; the loader is not timed. The MACs of one step
@@ -24,7 +24,7 @@ One section, "Speed", in ``--out``; every figure is the median of ``--repeats`` 
    step / limit.
 3. **Full-ranking validation** on ML-1M: ``NextItemTask.ranks`` over the whole validation loader (loader
    included) under ``torch.inference_mode``, for LRURec, SASRec and BERT4Rec.
-4. **The official LRURec code** (``--official-lrurec DIR``, a checkout of github.com/yueqirex/LRURec; its
+4. **The official LRURec code** (``--official_lrurec DIR``, a checkout of github.com/yueqirex/LRURec; its
    ``model/lru.py`` is imported at run time, nothing of it is copied): its ``LRU(args)`` at our config's
    size, trained as its ``trainer/lru.py`` does (``model(seqs)[0]``, ``CrossEntropyLoss(ignore_index=0)``
    over N+1 logits, AdamW with LRURec's decay groups, lr 1e-3, weight decay 0.01, eps 1e-9, gradient norm
@@ -34,7 +34,7 @@ One section, "Speed", in ``--out``; every figure is the median of ``--repeats`` 
 5. **Time to RecBole's figure**: ``seqrec.fit`` of ``sasrec_ml100k`` (the ``make fit`` protocol; progress
    bar off, run directory in a temporary folder) validating every epoch and stopping as soon as validation
    NDCG@10 reaches RecBole 1.2.1's 3-epoch SASRec test figure (0.0375, 333 s there; EarlyStopping's
-   ``stopping_threshold``), at most ``--fit-epochs`` epochs: wall time of fit + test of that checkpoint in a
+   ``stopping_threshold``), at most ``--fit_epochs`` epochs: wall time of fit + test of that checkpoint in a
    process that has imported torch and seqrec, and its test NDCG@10; the target is at most 5 % of
    RecBole's time with the test figure reached.
 
@@ -63,6 +63,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from benchmarks.flags import Parser
 from benchmarks.forked import peak_rss_kb as _rss_kb
 from benchmarks.forked import run_forked, single_optimizer, training_step
 from benchmarks.pipeline import PRESETS, SHARED_ENV, data_source_overrides
@@ -72,7 +73,6 @@ from seqrec.bench.report import (
     machine_description,
     median,
     rss_cell,
-    shown_command,
     spread,
     write_section,
 )
@@ -99,7 +99,7 @@ EVAL_ROWS = (("LRURec", "lru_ml1m"), ("SASRec", "sasrec_ml1m"), ("BERT4Rec", "be
 PRECISIONS = ("fp32", "bf16-mixed")
 FIT_CONFIG = "sasrec_ml100k"
 OFFICIAL_CONFIG = "lru_ml1m"
-DATA_LABELS = {"ml1m": "ML-1M rows (`--ml1m-data`)", "ml100k": "ML-100k rows (`--ml100k-data`)"}
+DATA_LABELS = {"ml1m": "ML-1M rows (`--ml1m_data`)", "ml100k": "ML-100k rows (`--ml100k_data`)"}
 SEED = 42  # torch's seed before each build (the build seeds again with the config's seed_everything)
 
 
@@ -306,7 +306,7 @@ def official_module(directory: str | Path) -> Any:
     path = Path(directory) / "model" / "lru.py"
     if not path.is_file():
         raise FileNotFoundError(
-            f"--official-lrurec {directory}: expected a checkout of github.com/yueqirex/LRURec with model/lru.py, "
+            f"--official_lrurec {directory}: expected a checkout of github.com/yueqirex/LRURec with model/lru.py, "
             f"found no {path}"
         )
     spec = importlib.util.spec_from_file_location("seqrec_bench_official_lru", path)
@@ -728,15 +728,15 @@ def render(ctx: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> str:
     """Run the parts, print the section and write it into ``--out``; returns the section body."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser("benchmarks.speed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads in every phase")
     parser.add_argument("--repeats", type=int, default=5, help="runs per figure (median and min–max reported)")
     parser.add_argument("--steps", type=int, default=5, help="timed training steps per run")
     parser.add_argument("--warmup", type=int, default=2, help="untimed training steps before timing")
-    parser.add_argument("--official-lrurec", default=None, help="checkout of github.com/yueqirex/LRURec (with model/lru.py)")
+    parser.add_argument("--official_lrurec", default=None, help="checkout of github.com/yueqirex/LRURec (with model/lru.py)")
     parser.add_argument("--out", type=Path, default=None, help="markdown file to write the section into")
-    parser.add_argument("--ml1m-data", default="ml-1m-lrurec", help=f"ML-1M rows' data: preset ({', '.join(PRESETS)}) or JSON source spec")
-    parser.add_argument("--ml100k-data", default=None, help="ML-100k rows' data: JSON source spec (default: the configs' own)")
+    parser.add_argument("--ml1m_data", default="ml-1m-lrurec", help=f"ML-1M rows' data: preset ({', '.join(PRESETS)}) or JSON source spec")
+    parser.add_argument("--ml100k_data", default=None, help="ML-100k rows' data: JSON source spec (default: the configs' own)")
     parser.add_argument("--set", dest="settings", type=_setting, action="append", default=[], metavar="KEY=VALUE",
                         help="add --KEY VALUE to every build (repeatable), e.g. data.max_len=10")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
@@ -746,12 +746,12 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--bf16", choices=("auto", "always", "never"), default="auto",
                         help="bf16-mixed training rows: auto times them only where this CPU's bf16 products are not "
                              "slower than its fp32 ones (native bf16)")
-    parser.add_argument("--matmul-size", type=int, default=2048, help="side of the square product")
-    parser.add_argument("--loss-shape", type=_shape, default=(16384, 64, 3417), help="the loss product MxKxN")
-    parser.add_argument("--matmul-seconds", type=float, default=0.2, help="least seconds per matmul run")
-    parser.add_argument("--fit-epochs", type=int, default=30,
+    parser.add_argument("--matmul_size", type=int, default=2048, help="side of the square product")
+    parser.add_argument("--loss_shape", type=_shape, default=(16384, 64, 3417), help="the loss product MxKxN")
+    parser.add_argument("--matmul_seconds", type=float, default=0.2, help="least seconds per matmul run")
+    parser.add_argument("--fit_epochs", type=int, default=30,
                         help="at most this many epochs of the RecBole comparison fit (it stops at RecBole's figure)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
 
     for name in ("threads", "repeats", "steps", "matmul_size", "fit_epochs"):
         if getattr(args, name) < 1:
@@ -887,10 +887,9 @@ def main(argv: list[str] | None = None) -> str:
                  f"{runs[-1]['results'].get('test/ndcg@10', float('nan')):.4f}")
         results["fit"] = runs
 
-    given = list(sys.argv[1:] if argv is None else argv)
     body = render({
         "args": args, "results": results, "skipped": skipped, "prepared": prepared, "shapes": shapes,
-        "command": shown_command("benchmarks.speed", given),
+        "command": parser.command(),
         "machine": machine, "load_start": load_start, "load_end": os.getloadavg(),
         "wall_s": time.perf_counter() - started, "official_dir": official_dir,
     })

@@ -9,15 +9,14 @@ validation target is ``items[-2]`` with ``items[:-2]`` as history, the test targ
   queries), its median and the share of targets seen fewer than ``--cold`` times;
 - the share of targets that are in the history (masked inputs, a guaranteed miss under LRURec's masking);
 - Recall@10 of the popularity ranker: the 10 most frequent training items not in the input window (the newest
-  ``--max-len`` items), the same for every user; a difficulty scale no model choice moves.
+  ``--max_len`` items), the same for every user; a difficulty scale no model choice moves.
 
-Usage: ``python -m benchmarks.split_difficulty FILE.txt[.gz] [--max-len 50] [--out results/SPLIT_DIFFICULTY.md]``
+Usage: ``python -m benchmarks.split_difficulty FILE.txt[.gz] [--max_len 50] [--out results/SPLIT_DIFFICULTY.md]``
 (written atomically; several files give one table).
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import gzip
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.flags import Parser
 from seqrec.atomic import write_text
 from seqrec.bench.report import shown_command
 
@@ -95,9 +95,9 @@ def report(rows: list[Split], command: str, cold: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> str:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = Parser("benchmarks.split_difficulty", description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="+", type=Path, help="SASRec/LRURec text files (user item per line, time order)")
-    p.add_argument("--max-len", type=int, default=50, help="input window masked from the popularity ranker (50)")
+    p.add_argument("--max_len", type=int, default=50, help="input window masked from the popularity ranker (50)")
     p.add_argument("--cold", type=int, default=5, help="a target seen fewer times in training is cold (5)")
     p.add_argument("--out", type=Path, help="also write the report here (atomically)")
     args = p.parse_args(argv)
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> str:
     for path in args.files:
         name = path.name.split(".")[0]
         rows += difficulty(read_sequences(path), name, args.max_len, args.cold)
-    command = shown_command("benchmarks.split_difficulty", [*map(str, args.files), "--max-len", str(args.max_len)])
+    command = shown_command("benchmarks.split_difficulty", [*map(str, args.files), "--max_len", str(args.max_len)])
     text = report(rows, command, args.cold)
     if args.out:
         write_text(args.out, text)

@@ -1,6 +1,6 @@
 """One config's training step under switched settings, side by side in one process, steps alternating.
 
-    python -m benchmarks.step_ab CONFIG VARIANT [VARIANT ...] [--steps 10] [--threads 1] [--ml1m-data ml-1m-lrurec]
+    python -m benchmarks.step_ab CONFIG VARIANT [VARIANT ...] [--steps 10] [--threads 1] [--ml1m_data ml-1m-lrurec]
 
 A VARIANT is ``+``-joined switches, applied before each of its steps:
 ``kernels=on|off`` (the compiled CPU kernels, or the eager torch paths: ``SEQREC_KERNELS``),
@@ -12,18 +12,18 @@ A VARIANT is ``+``-joined switches, applied before each of its steps:
 The task is built once; round r runs one step of every variant, in reverse order on odd rounds, after two
 untimed steps of each. Prints each variant's median ms/step (min–max) and its ratio to the first, with the
 load average: a development measurement, not a results table (``benchmarks.speed`` writes those).
-ML-1M configs read ``--ml1m-data`` (the shared LRURec file by default, as ``benchmarks.speed``); others their own.
+ML-1M configs read ``--ml1m_data`` (the shared LRURec file by default, as ``benchmarks.speed``); others their own.
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import os
 import statistics
 import time
 from typing import Any
 
+from benchmarks.flags import Parser
 from benchmarks.pipeline import data_source_overrides
 from seqrec import allocator
 
@@ -61,12 +61,12 @@ def apply(switches: dict[str, str], task: Any) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     """Build, alternate, print; returns each variant's step seconds."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser("benchmarks.step_ab", description=__doc__.split("\n\n")[0])
     parser.add_argument("config")
     parser.add_argument("variants", nargs="+")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per variant")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--ml1m-data", default="ml-1m-lrurec", help="ML-1M configs' data (benchmarks.speed's presets)")
+    parser.add_argument("--ml1m_data", default="ml-1m-lrurec", help="ML-1M configs' data (benchmarks.speed's presets)")
     args = parser.parse_args(argv)
     variants = {text: parse_variant(text) for text in args.variants}
 

@@ -1,8 +1,8 @@
 """XLong at its size, on an XLong-shaped synthetic corpus: preprocessing, cache, training step, evaluation.
 
     python -m benchmarks.xlong [--scale 1.0] [--configs lru_xlong,sasrec_xlong] [--threads N]
-        [--steps 5] [--warmup 2] [--eval-batches 4] [--catalogue-users 256]
-        [--catalogue-chunks 65536,262144,1048576] [--max-len 1000] [--batch-size 32] [--eval-negatives 10000]
+        [--steps 5] [--warmup 2] [--eval_batches 4] [--catalogue_users 256]
+        [--catalogue_chunks 65536,262144,1048576] [--max_len 1000] [--batch_size 32] [--eval_negatives 10000]
         [--work DIR] [--out results/BENCHMARKS.md]
 
 XLong itself has no public URL, so the corpus is made here, in XLong's two-file format
@@ -22,9 +22,9 @@ Everything after that is the shipped pipeline (``configs/lru_xlong.yaml`` built 
    is not timed (its own rate is reported).
 3. **Evaluation** with 10,000 generated uniform negatives per user (``negatives_storage: generated``):
    ``NextItemTask.ranks`` over the validation loader, loader included, users/s.
-4. **Full-catalogue ranking** (the exact alternative): ``catalogue_scan`` over ``--catalogue-items`` items
+4. **Full-catalogue ranking** (the exact alternative): ``catalogue_scan`` over ``--catalogue_items`` items
    (XLong's 2,122,932 whatever ``--scale``: an LRURec item table of that size and random hidden states, since
-   the scan's cost depends on the shapes only) for ``--catalogue-users`` users in evaluation batches, at
+   the scan's cost depends on the shapes only) for ``--catalogue_users`` users in evaluation batches, at
    several chunk sizes, fp32 and bf16 (CPU autocast): users/s of the scan, end to end with the encoder's
    measured forward, and how many bf16 ranks differ from fp32.
 5. **Estimated hours per converged run**: 30 validation intervals of 2,000 steps plus 32 evaluation passes
@@ -38,7 +38,6 @@ section, "XLong-shaped synthetic corpus", in ``--out``.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import math
 import os
@@ -52,8 +51,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.flags import Parser
 from benchmarks.forked import peak_rss_kb, run_forked, single_optimizer, training_step
-from seqrec.bench.report import format_spread, machine_description, median, shown_command, write_section
+from seqrec.bench.report import format_spread, machine_description, median, write_section
 
 TITLE = "XLong-shaped synthetic corpus"
 XLONG_USERS, XLONG_ITEMS, XLONG_MEAN_LENGTH = 69_691, 2_122_932, 958.8
@@ -384,21 +384,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run every phase and write the section."""
     from seqrec.build import default_threads
 
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser = Parser("benchmarks.xlong", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of XLong's users and items (1: full size)")
     parser.add_argument("--configs", default="lru_xlong,sasrec_xlong")
     parser.add_argument("--threads", type=int, default=default_threads())
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--eval-batches", type=int, default=4)
-    parser.add_argument("--catalogue-users", type=int, default=256)
-    parser.add_argument("--catalogue-chunks", default="65536,262144,1048576")
-    parser.add_argument("--catalogue-items", type=int, default=XLONG_ITEMS, help="catalogue of the scan (XLong's size)")
-    parser.add_argument("--eval-batch-size", type=int, default=64)
+    parser.add_argument("--eval_batches", type=int, default=4)
+    parser.add_argument("--catalogue_users", type=int, default=256)
+    parser.add_argument("--catalogue_chunks", default="65536,262144,1048576")
+    parser.add_argument("--catalogue_items", type=int, default=XLONG_ITEMS, help="catalogue of the scan (XLong's size)")
+    parser.add_argument("--eval_batch_size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--max-len", type=int, default=1000)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--eval-negatives", type=int, default=10_000)
+    parser.add_argument("--max_len", type=int, default=1000)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--eval_negatives", type=int, default=10_000)
     parser.add_argument("--work", type=Path, default=None, help="keep the corpus and cache here (default: a temporary folder)")
     parser.add_argument("--out", type=Path, default=Path("results/BENCHMARKS.md"))
     args = parser.parse_args(argv)
@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results["catalogue"] = run_forked(phase_catalogue, base)
     results["wall_s"] = time.perf_counter() - started
     load = os.getloadavg()
-    command = shown_command("benchmarks.xlong", argv if argv is not None else sys.argv[1:])
+    command = parser.command()
     section = render(results, command.strip(), machine, f"{load[0]:.2f} (1 min), {load[1]:.2f} (5 min)")
     write_section(args.out, TITLE, section)
     print(section)

@@ -2,7 +2,7 @@
 # GPU check: the paths only a CUDA GPU runs, in one short script (< 5 minutes on one GPU), written to results/GPU.md.
 #
 #   scripts/gpu_check.sh                # on a machine with a CUDA GPU
-#   scripts/gpu_check.sh --cpu-dry-run  # the same steps, tiny, on CPU: checks the script itself (no GPU needed)
+#   scripts/gpu_check.sh --cpu_dry_run  # the same steps, tiny, on CPU: checks the script itself (no GPU needed)
 #
 # Steps (each a real `python -m seqrec.fit` run on ML-1M, 1 GPU, loggers [csv], one after the other; the shipped
 # sasrec_ml100k.yaml / lru_ml1m.yaml models with the data swapped for ML-1M and 2 short epochs):
@@ -24,9 +24,10 @@ ROOT=$(pwd)
 
 DRY=0
 case "${1:-}" in
-  --cpu-dry-run) DRY=1 ;;
+  --cpu_dry_run) DRY=1 ;;
+  --cpu-dry-run) DRY=1; echo "note: --cpu-dry-run is now --cpu_dry_run" >&2 ;;  # the old spelling, as seqrec's
   "") ;;
-  *) echo "usage: scripts/gpu_check.sh [--cpu-dry-run]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_check.sh [--cpu_dry_run]" >&2; exit 2 ;;
 esac
 
 PY=${PYTHON:-}
@@ -46,7 +47,7 @@ fi
 if [ "$DRY" = 0 ] && ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   echo "gpu_check: no CUDA GPU is visible to torch $("$PY" -c 'import torch; print(torch.__version__)') on this machine: nothing to check."
   echo "gpu_check: the project builds and passes its tests without a GPU (make test); run this script on a machine with one"
-  echo "gpu_check: (or scripts/gpu_check.sh --cpu-dry-run to exercise the script itself on CPU)."
+  echo "gpu_check: (or scripts/gpu_check.sh --cpu_dry_run to exercise the script itself on CPU)."
   exit 0
 fi
 missing=$("$PY" - <<'EOF'
@@ -193,7 +194,7 @@ device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU (
 lines = [
     "# GPU check" + (" (CPU dry run of the script: not GPU figures)" if dry else ""),
     "",
-    f"Written by `scripts/gpu_check.sh{' --cpu-dry-run' if dry else ''}` in {total} s. Device: {device}; "
+    f"Written by `scripts/gpu_check.sh{' --cpu_dry_run' if dry else ''}` in {total} s. Device: {device}; "
     + ", ".join(f"{k} {v}" for k, v in versions.items()) + ".",
     f"Data: {data_note}. SASRec: configs/sasrec_ml100k.yaml's model (d=64, 2 blocks, 1 head); LRURec:"
     " configs/lru_ml1m.yaml's (d=64, 2 layers, scan=auto: the parallel scan on GPU); max_len 200 (the dry run: 20),"

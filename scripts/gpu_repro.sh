@@ -2,16 +2,16 @@
 # GPU reproduction: LRURec's cells in priority order within one time budget, each to early stopping, on one GPU;
 # then scripts/gpu_check.sh. Results are written as each cell finishes, labelled with the hardware.
 #
-#   scripts/gpu_repro.sh [--budget SECONDS] [--per-cell SECONDS] [--precision 32-true|bf16-mixed]
-#                        [--results DIR] [--runs-dir DIR] [--copy-to DIR] [--parallel N] [--mps] [--no-check]
-#                        [--plan FILE] [--resume] [--cpu-dry-run] [CELL ...]
+#   scripts/gpu_repro.sh [--budget SECONDS] [--per_cell SECONDS] [--precision 32-true|bf16-mixed]
+#                        [--results DIR] [--runs_dir DIR] [--copy_to DIR] [--parallel N] [--mps] [--no_check]
+#                        [--plan FILE] [--resume] [--cpu_dry_run] [CELL ...]
 #
 # CELL: shipped configs, run in the order given (default: lru_ml1m sasrec_ml1m lru_beauty sasrec_beauty, then
 # Video, Sports, Steam and XLong, LRURec before SASRec). --plan FILE adds cells from a file, one per line:
 # `CONFIG[@VARIANT] [FLAGS...]` (`#` starts a comment), where a variant (`sasrec_ml1m@dropout_04
 # --model.net.dropout 0.4`, `lru_ml1m@seed_43 --seed_everything 43`) is `python -m seqrec repro --variant`'s own
 # cell with the flags after --. For each cell in turn, while the budget lasts:
-#   - its allowance is --per-cell, or by default 1.5 × its estimated H200 time to converge
+#   - its allowance is --per_cell, or by default 1.5 × its estimated H200 time to converge
 #     (seqrec.bench.repro.estimate_seconds) + 60 s, never more than what is left of the budget once the
 #     reserve of scripts/gpu_check.sh (CHECK_RESERVE_S, 250 s) is set aside; a cell whose allowance would be
 #     under MIN_CELL_S (60 s) is not started ("skipped: budget");
@@ -30,11 +30,11 @@
 # Service first (kernels of the N processes then share the GPU instead of taking turns), checked with one CUDA
 # allocation and left off, with a message, where it does not start. The hardware label says "N cells sharing
 # it", since a cell's wall time is then not one GPU's own.
-# --resume continues each cell's last run in --runs-dir (`seqrec repro --resume true`), e.g. a second call on a lent
+# --resume continues each cell's last run in --runs_dir (`seqrec repro --resume true`), e.g. a second call on a lent
 # machine that is still warm, whose runs folder outlived the first call; the ledger counts the sittings and their time
 # where the hardware label is the same (give the same --parallel and --mps, which the label names).
-# Then scripts/gpu_check.sh runs with what is left (its own BUDGET_S; --no-check: not at all) and its report
-# becomes results/GPU.md with the cells' section kept. --copy-to DIR copies the result files there after every
+# Then scripts/gpu_check.sh runs with what is left (its own BUDGET_S; --no_check: not at all) and its report
+# becomes results/GPU.md with the cells' section kept. --copy_to DIR copies the result files there after every
 # cell (a lent machine's output folder), with runs.tgz (every run directory less its checkpoints and wandb
 # folders, and the cells' logs). Precision: fp32 by default (32-true; TF32 stays off), because a bf16 score keeps 8 significant
 # bits and ties count for the target (PROTOCOLS.md §6), so bf16 evaluation would flatter every ranking metric;
@@ -45,8 +45,8 @@
 # `python -m seqrec repro --shared_data` reads them. A cell whose data cannot be had fails in seconds, says why,
 # and the next one runs.
 #
-# Without CUDA the script says so and exits 0. --cpu-dry-run runs every step on the CPU with tiny settings on
-# fixture data in the real formats (a few training steps per cell, gpu_check.sh --cpu-dry-run with a 1 s budget)
+# Without CUDA the script says so and exits 0. --cpu_dry_run runs every step on the CPU with tiny settings on
+# fixture data in the real formats (a few training steps per cell, gpu_check.sh --cpu_dry_run with a 1 s budget)
 # and writes its results into a temporary folder (never results/): it checks the script, not the GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -70,19 +70,23 @@ CHECK=1
 PLAN=""
 RESUME=false
 CELLS=()
-usage() { echo "usage: scripts/gpu_repro.sh [--budget S] [--per-cell S] [--precision 32-true|bf16-mixed] [--results DIR] [--runs-dir DIR] [--copy-to DIR] [--parallel N] [--mps] [--no-check] [--plan FILE] [--resume] [--cpu-dry-run] [CELL ...]" >&2; exit 2; }
+usage() { echo "usage: scripts/gpu_repro.sh [--budget S] [--per_cell S] [--precision 32-true|bf16-mixed] [--results DIR] [--runs_dir DIR] [--copy_to DIR] [--parallel N] [--mps] [--no_check] [--plan FILE] [--resume] [--cpu_dry_run] [CELL ...]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
-  case "$1" in
-    --cpu-dry-run) DRY=1 ;;
+  flag=$1
+  case "$flag" in --cpu-dry-run|--per-cell|--runs-dir|--copy-to|--no-check)  # old spellings: one note line, as seqrec's
+    old=${flag#--}; flag="--${old//-/_}"; echo "note: $1 is now $flag" >&2 ;;
+  esac
+  case "$flag" in
+    --cpu_dry_run) DRY=1 ;;
     --budget) BUDGET_S=${2:?}; shift ;;
-    --per-cell) PER_CELL=${2:?}; shift ;;
+    --per_cell) PER_CELL=${2:?}; shift ;;
     --precision) PRECISION=${2:?}; shift ;;
     --results) RESULTS=${2:?}; shift ;;
-    --runs-dir) RUNS=${2:?}; shift ;;
-    --copy-to) COPY_TO=${2:?}; shift ;;
+    --runs_dir) RUNS=${2:?}; shift ;;
+    --copy_to) COPY_TO=${2:?}; shift ;;
     --parallel) PARALLEL=${2:?}; shift ;;
     --mps) MPS=1 ;;
-    --no-check) CHECK=0 ;;
+    --no_check) CHECK=0 ;;
     --plan) PLAN=${2:?}; shift ;;
     --resume) RESUME=true ;;
     -h|--help) usage ;;
@@ -109,7 +113,7 @@ if [ ${#CELLS[@]} -eq 0 ]; then
 fi
 case "$PRECISION" in 32-true|32|bf16-mixed) ;; *) echo "gpu_repro: --precision must be 32-true or bf16-mixed" >&2; exit 2 ;; esac
 for n in "$BUDGET_S" "${PER_CELL:-0}"; do
-  case "$n" in ''|*[!0-9]*) echo "gpu_repro: --budget and --per-cell take whole seconds, got '$n'" >&2; exit 2 ;; esac
+  case "$n" in ''|*[!0-9]*) echo "gpu_repro: --budget and --per_cell take whole seconds, got '$n'" >&2; exit 2 ;; esac
 done
 case "$PARALLEL" in ''|*[!0-9]*|0) echo "gpu_repro: --parallel takes a whole number of cells >= 1, got '$PARALLEL'" >&2; exit 2 ;; esac
 
@@ -129,7 +133,7 @@ fi
 if [ "$DRY" = 0 ] && [ "${TORCH##* }" != 1 ]; then
   echo "gpu_repro: no CUDA GPU is visible to torch ${TORCH% *} on this machine: nothing to run."
   echo "gpu_repro: the CPU path is python -m seqrec repro (hours per cell; results/REPRODUCTION.md lists the estimates);"
-  echo "gpu_repro: scripts/gpu_repro.sh --cpu-dry-run exercises this script on CPU."
+  echo "gpu_repro: scripts/gpu_repro.sh --cpu_dry_run exercises this script on CPU."
   exit 0
 fi
 
@@ -149,7 +153,7 @@ echo "gpu_repro: working in $WORK; results in $RESULTS"
 SHARED=""
 if [ "$DRY" = 1 ]; then
   export SEQREC_CACHE="$WORK/cache"
-  # beside the runs folder, so that a --resume call over the same --runs-dir finds its runs' data path unchanged
+  # beside the runs folder, so that a --resume call over the same --runs_dir finds its runs' data path unchanged
   SHARED="$(dirname "$RUNS")/dry_run_data"
   "$PY" - "$SHARED" <<'EOF'
 import gzip, sys
@@ -228,7 +232,7 @@ from pathlib import Path
 from seqrec.bench.report import write_section
 rows, gpu_md, ledger, hw, budget, dry = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6] == "1"
 cells = json.loads(ledger.read_text())["cells"] if ledger.is_file() else {}
-lines = [f"`scripts/gpu_repro.sh{' --cpu-dry-run' if dry else ''}` on {hw}; total budget {budget} s. Each cell: one "
+lines = [f"`scripts/gpu_repro.sh{' --cpu_dry_run' if dry else ''}` on {hw}; total budget {budget} s. Each cell: one "
          "`python -m seqrec repro` process, the shipped config to early stopping within its allowance, then the test of "
          "the best-validation checkpoint; results/REPRODUCTION.md holds the metrics against the paper.", "",
          "| cell | script status | allowance s | wall s | run status | test Recall@10 | test NDCG@10 | note |",
@@ -293,7 +297,7 @@ repro.write_report(report, cells)' "$RESULTS/reproduction.json" "$WORK/ledgers" 
     || echo "gpu_repro: the ledger entries of ${finished[*]} could not be adopted (see above)"
   write_cells_section; copy_out
 }
-declare -A WANT=()  # each cell's allowance before the budget caps it: --per-cell, else 1.5 × its H200 estimate + OVERHEAD_S
+declare -A WANT=()  # each cell's allowance before the budget caps it: --per_cell, else 1.5 × its H200 estimate + OVERHEAD_S
 for cell in "${CELLS[@]}"; do WANT[$cell]=${PER_CELL:-120}; done  # the dry run's 120 s
 if [ -z "$PER_CELL" ] && [ "$DRY" = 0 ]; then
   while read -r cell seconds; do WANT[$cell]=$seconds; done < <("$PY" -c 'import sys
@@ -333,10 +337,10 @@ elapsed=$(( $(date +%s) - STARTED ))
 check_budget=$(( BUDGET_S - elapsed - 100 ))
 if [ "$DRY" = 1 ]; then check_budget=1; fi
 if [ "$CHECK" = 0 ]; then
-  echo "gpu_repro: --no-check: scripts/gpu_check.sh not run"
+  echo "gpu_repro: --no_check: scripts/gpu_check.sh not run"
 elif [ "$check_budget" -gt 0 ]; then
   echo "gpu_repro: scripts/gpu_check.sh with BUDGET_S=$check_budget"
-  check_args=(); [ "$DRY" = 1 ] && check_args=(--cpu-dry-run)
+  check_args=(); [ "$DRY" = 1 ] && check_args=(--cpu_dry_run)
   # the same data folder (the dry run's holds a tiny ML-1M-format fixture, so gpu_check's dry run stays short)
   SEQREC_SHARED_DATA=${SHARED:-${SEQREC_SHARED_DATA:-}} BUDGET_S=$check_budget GPU_CHECK_OUT="$WORK/gpu_check.md" \
     PYTHON="$PY" bash scripts/gpu_check.sh "${check_args[@]}" > "$WORK/gpu_check.log" 2>&1

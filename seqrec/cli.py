@@ -188,11 +188,16 @@ class Parsed:
     notes: list[str]
 
 
+def snake_case(flag: str) -> str:
+    """``--kebab-case`` -> ``--kebab_case``: the spelling of every flag of the project (``seqrec`` and the benchmarks)."""
+    return flag[:2] + flag[2:].replace("-", "_")
+
+
 def new_flag(flag: str, command: Command, signature: Signature) -> tuple[str, str | None]:
     """(the flag's current spelling, a deprecation note or None)."""
     if flag in command.renamed:
         return command.renamed[flag], f"note: {flag} is now {command.renamed[flag]}"
-    snake = flag[:2] + flag[2:].replace("-", "_")
+    snake = snake_case(flag)
     if snake != flag and snake[2:] in signature.kinds and snake[2:] not in signature.positional:
         return snake, f"note: {flag} is now {snake}"
     return flag, None

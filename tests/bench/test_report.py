@@ -80,9 +80,9 @@ def test_shown_command_names_the_shared_folder_by_its_variable(tmp_path: Path, m
     link = tmp_path / "link"
     link.symlink_to(shared)
     monkeypatch.setenv("SEQREC_SHARED_DATA", str(link))
-    argv = ["--data-path", f"{link}/lrurec/ml-1m.txt.gz", f"--out={shared.resolve()}/x y.md", "a b", str(tmp_path / "other")]
+    argv = ["--data_path", f"{link}/lrurec/ml-1m.txt.gz", f"--out={shared.resolve()}/x y.md", "a b", str(tmp_path / "other")]
     assert shown_command("benchmarks.compress", argv) == (
-        "python -m benchmarks.compress --data-path $SEQREC_SHARED_DATA/lrurec/ml-1m.txt.gz "
+        "python -m benchmarks.compress --data_path $SEQREC_SHARED_DATA/lrurec/ml-1m.txt.gz "
         f"--out=$SEQREC_SHARED_DATA'/x y.md' 'a b' {tmp_path / 'other'}")
     monkeypatch.delenv("SEQREC_SHARED_DATA")
     assert shown_command("benchmarks.speed", []) == "python -m benchmarks.speed"

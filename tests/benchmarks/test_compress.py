@@ -19,9 +19,9 @@ def tiny_overrides(ml100k_root) -> list[str]:
 def test_bench_writes_table_json_and_plot(tmp_path, ml100k_root):
     out = tmp_path / "results"
     runs = bench.main([
-        "--config", "ctr_transformer_ml1m.yaml", "--lru-config", "ctr_lru_ml1m.yaml",
-        "--name", "fixture", "--lengths", "12", "--epochs", "0.5", "--target-aware-users", "8",
-        "--eval-batch-size", "16", "--threads", "1", "--out-dir", str(out), "--models-dir", str(tmp_path / "models"),
+        "--config", "ctr_transformer_ml1m.yaml", "--lru_config", "ctr_lru_ml1m.yaml",
+        "--name", "fixture", "--lengths", "12", "--epochs", "0.5", "--target_aware_users", "8",
+        "--eval_batch_size", "16", "--threads", "1", "--out_dir", str(out), "--models_dir", str(tmp_path / "models"),
         *tiny_overrides(ml100k_root),
     ])
     rows = runs["12"]["results"]

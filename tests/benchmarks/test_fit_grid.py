@@ -129,7 +129,7 @@ def test_a_grid_stopped_by_a_signal_says_so_in_one_line(grid, tmp_path, monkeypa
 
     monkeypatch.setattr(fit_grid, "run_all", stopped)  # the grid module, run afresh below, imports it from here
     monkeypatch.delenv("SEQREC_DEBUG", raising=False)
-    monkeypatch.setattr(sys, "argv", [grid, "--runs-dir", str(tmp_path), "--out", str(tmp_path / "R.md")])
+    monkeypatch.setattr(sys, "argv", [grid, "--runs_dir", str(tmp_path), "--out", str(tmp_path / "R.md")])
     monkeypatch.delitem(sys.modules, grid, raising=False)  # runpy runs a fresh copy as __main__
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_module(grid, run_name="__main__")

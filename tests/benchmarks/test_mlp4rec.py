@@ -91,7 +91,7 @@ def test_early_stopping_table_rows_and_the_pairs_the_models_allow(tmp_path):
 
 
 def test_one_seed_models_are_fitted_tabled_and_paired_with_the_first_seed_only(tmp_path):
-    """--one-seed mlp4rec: MLP4Rec with the first seed, the baselines with every seed; MLP4Rec − SASRec pairs
+    """--one_seed mlp4rec: MLP4Rec with the first seed, the baselines with every seed; MLP4Rec − SASRec pairs
     seed 2022 alone, SASRec − GRU4Rec both seeds (the same ranks each seed here, so the same pair)."""
     import numpy as np
 

@@ -31,8 +31,8 @@ def test_pipeline_smoke_writes_its_section_and_keeps_others(tmp_path: Path) -> N
     out.write_text("# Benchmarks\n\nintro line\n\n" + OTHER)
     source = {"class_path": "seqrec.data.sources.movielens.MovieLens100K", "init_args": {"root": str(root)}}
     pipeline.main([
-        "--config", "sasrec_ml100k.yaml", "--data-source", json.dumps(source), "--preprocessing", "{}",
-        "--repeats", "1", "--max-lens", "", "--train-steps", "1", "--warmup", "0", "--eval-batches", "1",
+        "--config", "sasrec_ml100k.yaml", "--data_source", json.dumps(source), "--preprocessing", "{}",
+        "--repeats", "1", "--max_lens", "", "--train_steps", "1", "--warmup", "0", "--eval_batches", "1",
         "--title", "Pipeline smoke", "--out", str(out),
     ])
     text = out.read_text()
@@ -45,7 +45,7 @@ def test_pipeline_smoke_writes_its_section_and_keeps_others(tmp_path: Path) -> N
     assert re.search(rf"^\| cached: `Sequences.load` \| {NUMBER} \|", body, flags=re.M)
     max_len = resolved_dict(["--config", "sasrec_ml100k"])["data"]["init_args"]["max_len"]
     rows = re.findall(r"^\| \d+ \|.*$", body, flags=re.M)
-    assert len(rows) == 1, rows  # --max-lens '': only the config's max_len
+    assert len(rows) == 1, rows  # --max_lens '': only the config's max_len
     row = rows[0]
     assert row.startswith(f"| {max_len} |")
     cells = [c.strip() for c in row.strip("|").split("|")]

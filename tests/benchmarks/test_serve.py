@@ -35,9 +35,9 @@ def test_bench_serve_smoke(tmp_path, serve_runs):
         shutil.copytree(serve_runs[name], runs / experiment / "version_0")
     data = serve_runs["ctr"].parents[2] / "pairs.txt"  # --data must exist; the runs are there already
     out = tmp_path / "SERVING.md"
-    figures = main(["--data", str(data), "--runs-dir", str(runs), "--models", "lru,ctr",
-                    "--clients", "1,2", "--events", "4", "--seconds", "30", "--lengths", "5,20", "--sweep-events", "3",
-                    "--budgets", "0.5", "--sync", "normal", "--hostile-seconds", "0.5", "--out", str(out),
+    figures = main(["--data", str(data), "--runs_dir", str(runs), "--models", "lru,ctr",
+                    "--clients", "1,2", "--events", "4", "--seconds", "30", "--lengths", "5,20", "--sweep_events", "3",
+                    "--budgets", "0.5", "--sync", "normal", "--hostile_seconds", "0.5", "--out", str(out),
                     "--json", str(tmp_path / "serving.json")])
     text = out.read_text()
     assert "Smoke-size run" in text and "| LRURec (stored state) | recurrent | 20 |" in text and "Goal (LRURec" in text

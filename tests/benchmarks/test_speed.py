@@ -1,5 +1,5 @@
 """Speed benchmark: a smoke run of every part on the tiny ML-100k fixture (tiny models, 2 steps), the official
-LRURec column only with ``--official-lrurec`` (a fake official ``model/lru.py`` here), the ML-1M rows skipped
+LRURec column only with ``--official_lrurec`` (a fake official ``model/lru.py`` here), the ML-1M rows skipped
 without $SEQREC_SHARED_DATA."""
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ def _fixture(tmp_path: Path) -> str:
 
 def _tiny(source: str, out: Path, *extra: str) -> list[str]:
     return [
-        "--repeats", "2", "--steps", "2", "--warmup", "1", "--ml1m-data", source, "--ml100k-data", source,
+        "--repeats", "2", "--steps", "2", "--warmup", "1", "--ml1m_data", source, "--ml100k_data", source,
         "--set", "model.init_args.net.init_args.d_model=16", "--set", "data.max_len=10",
-        "--matmul-size", "32", "--loss-shape", "64x16x41", "--matmul-seconds", "0.005", "--fit-epochs", "1",
+        "--matmul_size", "32", "--loss_shape", "64x16x41", "--matmul_seconds", "0.005", "--fit_epochs", "1",
         "--out", str(out), "--bf16", "always", *extra,
     ]
 
@@ -79,7 +79,7 @@ def test_speed_smoke_every_table_with_the_official_code(tmp_path: Path) -> None:
     (official / "lru.py").write_text(FAKE_OFFICIAL)
     out = tmp_path / "BENCHMARKS.md"
     out.write_text("# Benchmarks\n\n## Other\n\nkept\n")
-    speed.main(_tiny(_fixture(tmp_path), out, "--official-lrurec", str(official.parent)))
+    speed.main(_tiny(_fixture(tmp_path), out, "--official_lrurec", str(official.parent)))
 
     text = out.read_text()
     assert "## Other\n\nkept" in text  # other sections survive
@@ -128,13 +128,13 @@ def test_speed_without_shared_data_nor_lrurec_checkout(tmp_path: Path, monkeypat
     out = tmp_path / "BENCHMARKS.md"
     source = _fixture(tmp_path)
     argv = _tiny(source, out, "--parts", "train,eval")
-    argv[argv.index("--ml1m-data") + 1] = "ml-1m-lrurec"  # the default preset, which needs the shared folder
+    argv[argv.index("--ml1m_data") + 1] = "ml-1m-lrurec"  # the default preset, which needs the shared folder
     speed.main(argv)
     body = _body(out)
     err = capsys.readouterr().err
     for text in (err, body):
         assert "SASRec training" in text and "LRURec training" in text and "SEQREC_SHARED_DATA" in text
-    assert "official" not in body.lower()  # no official column without --official-lrurec
+    assert "official" not in body.lower()  # no official column without --official_lrurec
     assert "### Full-ranking validation" not in body  # ML-1M only
     train = _rows(body, "### Training step")
     assert [(r[0], r[2]) for r in train] == [("MLP4Rec", "fp32"), ("MLP4Rec", "bf16-mixed")]  # ML-100k rows still run
@@ -144,7 +144,7 @@ def test_speed_without_shared_data_nor_lrurec_checkout(tmp_path: Path, monkeypat
 
 def test_speed_arguments_fail_early(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="model/lru.py"):
-        speed.main(["--official-lrurec", str(tmp_path), "--parts", "matmul"])
+        speed.main(["--official_lrurec", str(tmp_path), "--parts", "matmul"])
     with pytest.raises(SystemExit, match="--parts"):
         speed.main(["--parts", "matmul,nonsense"])
     with pytest.raises(SystemExit):

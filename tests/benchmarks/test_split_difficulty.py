@@ -25,7 +25,7 @@ def test_the_statistics_of_a_hand_worked_file(tmp_path):
     # test: a window {y} -> x != z; b window {x} -> y == y hit; c window {q} -> x == x hit      => 2/3
     assert val.popularity_recall10 == pytest.approx(2 / 3) and test.popularity_recall10 == pytest.approx(2 / 3)
     out = tmp_path / "report.md"
-    text = main([str(path), "--max-len", "1", "--out", str(out)])
+    text = main([str(path), "--max_len", "1", "--out", str(out)])
     assert out.read_text() == text and "| toy | test | 3 |" in text
 
 

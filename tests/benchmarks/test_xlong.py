@@ -30,9 +30,9 @@ def test_estimate_counts_60000_steps_and_32_passes():
 @pytest.mark.slow  # a benchmark smoke run (forked phases)
 def test_tiny_run_writes_the_section(tmp_path):
     out = tmp_path / "BENCHMARKS.md"
-    xlong.main(["--scale", "0.0005", "--configs", "lru_xlong", "--max-len", "20", "--steps", "1", "--warmup", "0",
-                "--eval-batches", "1", "--eval-negatives", "60", "--catalogue-users", "8", "--catalogue-items", "3000",
-                "--catalogue-chunks", "1000,4000", "--repeats", "1", "--threads", "1", "--out", str(out)])
+    xlong.main(["--scale", "0.0005", "--configs", "lru_xlong", "--max_len", "20", "--steps", "1", "--warmup", "0",
+                "--eval_batches", "1", "--eval_negatives", "60", "--catalogue_users", "8", "--catalogue_items", "3000",
+                "--catalogue_chunks", "1000,4000", "--repeats", "1", "--threads", "1", "--out", str(out)])
     text = out.read_text()
     assert "## XLong-shaped synthetic corpus" in text and "load average" in text
     assert "| lru_xlong |" in text and "after LRURec's preprocessing 35 users" in text

@@ -1,4 +1,4 @@
-"""scripts/gpu_repro.sh: without a GPU it says so and exits 0; --cpu-dry-run runs every step on fixture data."""
+"""scripts/gpu_repro.sh: without a GPU it says so and exits 0; --cpu_dry_run runs every step on fixture data."""
 
 from __future__ import annotations
 
@@ -29,23 +29,26 @@ def test_without_a_gpu_it_says_so_and_exits_0(tmp_path):
         pytest.skip("a GPU is visible: the script would run for real")
     done = run(["lru_ml1m"], tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "no CUDA GPU is visible" in done.stdout and "--cpu-dry-run" in done.stdout
+    assert "no CUDA GPU is visible" in done.stdout and "--cpu_dry_run" in done.stdout
     assert not list(tmp_path.glob("gpu_repro.*"))  # nothing started
     assert run(["--budget", "soon"], tmp_path).returncode == 2
-    assert "no shipped config nope" in run(["--cpu-dry-run", "nope"], tmp_path).stderr
+    assert "no shipped config nope" in run(["--cpu_dry_run", "nope"], tmp_path).stderr
+    old = run(["--cpu-dry-run", "--no-check", "nope"], tmp_path).stderr.splitlines()  # the old spellings still parse
+    assert old[:2] == ["note: --cpu-dry-run is now --cpu_dry_run", "note: --no-check is now --no_check"]
+    assert "no shipped config nope" in old[2]
 
 
 def test_a_plan_or_parallel_that_cannot_run_is_refused_before_anything_starts(tmp_path):
     plan = tmp_path / "twice.plan"
     plan.write_text("sasrec_ml1m@seed_43 --seed_everything 43\n# a comment\nsasrec_ml1m@seed_43 --seed_everything 44\n")
-    done = run(["--cpu-dry-run", "--plan", str(plan)], tmp_path)
+    done = run(["--cpu_dry_run", "--plan", str(plan)], tmp_path)
     assert done.returncode == 2 and "cell sasrec_ml1m@seed_43 is named twice" in done.stderr
     plan.write_text("nope@dropout_04 --model.net.dropout 0.4\n")
-    assert "no shipped config nope" in run(["--cpu-dry-run", "--plan", str(plan)], tmp_path).stderr
-    done = run(["--cpu-dry-run", "--plan", str(tmp_path / "missing.plan")], tmp_path)
+    assert "no shipped config nope" in run(["--cpu_dry_run", "--plan", str(plan)], tmp_path).stderr
+    done = run(["--cpu_dry_run", "--plan", str(tmp_path / "missing.plan")], tmp_path)
     assert done.returncode == 2 and "missing.plan: no such file" in done.stderr
     for bad in ("0", "two"):
-        done = run(["--cpu-dry-run", "--parallel", bad, "lru_ml1m"], tmp_path)
+        done = run(["--cpu_dry_run", "--parallel", bad, "lru_ml1m"], tmp_path)
         assert done.returncode == 2 and "--parallel takes a whole number" in done.stderr
     assert not list(tmp_path.glob("gpu_repro.*"))  # nothing started
 
@@ -66,7 +69,7 @@ def test_cpu_dry_run_runs_cells_in_order_within_the_budget_then_the_gpu_check(tm
     before = {p.name: p.stat().st_mtime_ns for p in results.iterdir()} if results.is_dir() else {}
     copy = tmp_path / "out"
     # budget 63 s with cells needing >= 60 s each: the first runs, the second finds < 60 s left and is skipped
-    done = run(["--cpu-dry-run", "--budget", "63", "--copy-to", str(copy), "lru_xlong", "sasrec_ml1m"], tmp_path)
+    done = run(["--cpu_dry_run", "--budget", "63", "--copy_to", str(copy), "lru_xlong", "sasrec_ml1m"], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "[lru_xlong] ok" in done.stdout and "[sasrec_ml1m] skipped" in done.stdout
     assert "scripts/gpu_check.sh with BUDGET_S=1" in done.stdout
@@ -93,10 +96,10 @@ def test_cells_of_a_plan_run_side_by_side_each_with_its_flags_and_all_reach_the_
                     "lru_ml1m@seed_43 --seed_everything 43\n"
                     "lru_beauty@official_padding --model.net.padding official\n")
     copy, runs, results = tmp_path / "out", tmp_path / "runs", tmp_path / "results"
-    common = ["--cpu-dry-run", "--no-check", "--runs-dir", str(runs), "--results", str(results)]
-    done = run([*common, "--parallel", "2", "--plan", str(plan), "--copy-to", str(copy)], tmp_path)
+    common = ["--cpu_dry_run", "--no_check", "--runs_dir", str(runs), "--results", str(results)]
+    done = run([*common, "--parallel", "2", "--plan", str(plan), "--copy_to", str(copy)], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "--no-check: scripts/gpu_check.sh not run" in done.stdout
+    assert "--no_check: scripts/gpu_check.sh not run" in done.stdout
     cells = ["sasrec_ml1m@dropout_04", "lru_ml1m@seed_43", "lru_beauty@official_padding"]
     for cell in cells:
         assert f"[{cell}] ok" in done.stdout

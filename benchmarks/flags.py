@@ -1,0 +1,63 @@
+"""The benchmarks' command lines, spelled as ``seqrec``'s: ``--snake_case`` flags, one-line errors.
+
+The benchmarks keep argparse (their flags are plain options, with no typed entry point for ``seqrec.cli`` to read),
+but they say things the same way as the package's commands: a flag is ``--runs_dir``, not ``--runs-dir``; an old
+``--kebab-case`` spelling of a flag still parses, with one line ``note: --runs-dir is now --runs_dir`` (the results
+files quote commands recorded before the change); a bad command line is one line ``error: ...`` naming the help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from seqrec.bench.report import shown_command
+from seqrec.cli import snake_case
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` for ``python -m <module>``: old kebab-case spellings respelled, one-line errors."""
+
+    def __init__(self, module: str, **kwargs: Any) -> None:  # noqa: ANN401 (argparse's keywords)
+        kwargs.setdefault("prog", f"python -m {module}")
+        super().__init__(**kwargs)
+        self.module = module
+        self.given: list[str] = []  # the arguments last parsed, respelled
+
+    def respell(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` with every ``--kebab-case`` flag this parser knows as ``--kebab_case`` respelled (one note each).
+
+        Only flags: a value, and everything after a bare ``--``, stay as written.
+        """
+        out: list[str] = []
+        notes: list[str] = []
+        for i, token in enumerate(argv):
+            if token == "--":
+                out += argv[i:]
+                break
+            flag, equals, value = token.partition("=")
+            snake = snake_case(flag)
+            if flag.startswith("--") and flag not in self._option_string_actions and snake in self._option_string_actions:
+                note = f"note: {flag} is now {snake}"
+                if note not in notes:
+                    notes.append(note)
+                    print(note, file=sys.stderr, flush=True)
+                token = snake + equals + value
+            out.append(token)
+        return out
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        """argparse's, over the respelled arguments (``parse_args`` calls this)."""
+        self.given = self.respell(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(self.given, namespace)
+
+    def command(self, *extra: str) -> str:
+        """The command line last parsed (and ``extra`` arguments), in today's spelling, as a results file quotes it."""
+        return shown_command(self.module, [*self.given, *extra])
+
+    def error(self, message: str) -> NoReturn:
+        """One line, ``error: <what was wrong> (see <prog> --help)``, exit status 2 (argparse's)."""
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
