@@ -3,7 +3,8 @@
 The benchmarks keep argparse (their flags are plain options, with no typed entry point for ``seqrec.cli`` to read),
 but they say things the same way as the package's commands: a flag is ``--runs_dir``, not ``--runs-dir``; an old
 ``--kebab-case`` spelling of a flag still parses, with one line ``note: --runs-dir is now --runs_dir`` (the results
-files quote commands recorded before the change); a bad command line is one line ``error: ...`` naming the help.
+files quote commands recorded before the change); an abbreviated flag is refused, as ``seqrec``'s are; a bad command
+line is one line ``error: ...`` naming the help.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, module: str, **kwargs: Any) -> None:  # noqa: ANN401 (argparse's keywords)
         kwargs.setdefault("prog", f"python -m {module}")
+        kwargs.setdefault("allow_abbrev", False)  # as seqrec's commands: --runs is an error, not --runs_dir
         super().__init__(**kwargs)
         self.module = module
         self.given: list[str] = []  # the arguments last parsed, respelled

@@ -44,12 +44,13 @@ def test_values_and_everything_after_a_bare_double_dash_stay_as_written(capsys) 
     assert capsys.readouterr().err == ""
 
 
-def test_an_unknown_flag_is_one_error_line_naming_the_help(capsys) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        parser().parse_args(["--runs-dirs", "r"])
-    assert exit_info.value.code == 2
-    assert capsys.readouterr().err.splitlines() == [
-        "error: unrecognized arguments: --runs-dirs r (see python -m benchmarks.example --help)"]
+def test_an_unknown_or_abbreviated_flag_is_one_error_line_naming_the_help(capsys) -> None:
+    for flag in ("--runs-dirs", "--runs"):  # no abbreviations, as seqrec's commands
+        with pytest.raises(SystemExit) as exit_info:
+            parser().parse_args([flag, "r"])
+        assert exit_info.value.code == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"error: unrecognized arguments: {flag} r (see python -m benchmarks.example --help)"]
 
 
 def _calls(path: Path, name: str) -> list[ast.Call]:
