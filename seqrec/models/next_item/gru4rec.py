@@ -1,7 +1,13 @@
 """GRU4Rec (Hidasi et al., ICLR 2016), in the form sequential benchmarks use (RecBole's GRU4Rec): a GRU over item embeddings.
 
-e_t = Dropout(E[i_t]); h_t = GRU(e_t, h_{t-1}) (``num_layers`` stacked, h_0 = 0); o_t = W h_t + b (hidden → d);
-scores s_i = o_t · E_i (tied item embedding, no bias).
+e_t = Dropout_p(E[i_t]); h_t = GRU(e_t, h_{t-1}) (``num_layers`` stacked, h_0 = 0); o_t = W Dropout_q(h_t) + b
+(hidden → d); scores s_i = o_t · E_i (tied item embedding, no bias). p is ``dropout``, q is ``hidden_dropout``.
+
+``hidden_dropout`` (q, default 0: RecBole's form, which has none) is the original GRU4Rec's ``dropout_p_hidden``
+(Hidasi's code drops each GRU layer's output before the next layer and the output layer). Hidasi's code also
+carries the dropped state into the next time step; ``nn.GRU`` cannot, so here only the top layer's output to the
+dense map is dropped and the recurrence sees the clean state (a choice: a per-step cell loop would be several
+times slower on CPU). Between stacked layers, ``nn.GRU``'s own inter-layer dropout is not used.
 
 Padding: inputs are left-padded (newest item at L - 1), but a GRU run over the padded slots would
 start the real items from a state the padding produced. Each row is therefore rotated so its real items
@@ -36,7 +42,7 @@ def rotate_rows(x: Tensor, shift: Tensor) -> Tensor:
 
 
 class GRU4Rec(SequenceRecommender):
-    """GRU4Rec: embedding → dropout → GRU → Linear(hidden → d), tied scores (module docstring)."""
+    """GRU4Rec: embedding → dropout → GRU → dropout (none by default) → Linear(hidden → d), tied scores."""
 
     def __init__(
         self,
@@ -45,6 +51,7 @@ class GRU4Rec(SequenceRecommender):
         hidden_size: int = 128,
         num_layers: int = 1,
         dropout: float = 0.3,
+        hidden_dropout: float = 0.0,
     ) -> None:
         super().__init__()
         if num_items < 1:
@@ -53,6 +60,7 @@ class GRU4Rec(SequenceRecommender):
         self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
         self.embedding_dropout = Dropout(dropout)
         self.gru = nn.GRU(d_model, hidden_size, num_layers=num_layers, bias=False, batch_first=True)
+        self.hidden_dropout = Dropout(hidden_dropout)
         self.dense = nn.Linear(hidden_size, d_model)
         self.reset_parameters()
 
@@ -77,7 +85,7 @@ class GRU4Rec(SequenceRecommender):
         shifted = rotate_rows(items, pad)  # (B, L): real items first, padding last
         x = self.embedding_dropout(self.item_embedding(shifted))  # (B, L, d)
         out, _ = self.gru(x)  # (B, L, H)
-        out = self.dense(out)  # (B, L, d)
+        out = self.dense(self.hidden_dropout(out))  # (B, L, d)
         out = rotate_rows(out, (L - pad) % L)  # back to left padding
         return out * real.unsqueeze(-1).to(out.dtype)
 
@@ -98,7 +106,7 @@ class GRU4Rec(SequenceRecommender):
         x = self.embedding_dropout(self.item_embedding(item)).unsqueeze(1)  # (B, 1, d)
         _, h_next = self.gru(x, h.contiguous())  # (layers, B, H)
         h_next = torch.where(real.view(1, -1, 1), h_next, h)
-        out = self.dense(h_next[-1]) * real.unsqueeze(-1).to(h_next.dtype)  # (B, d)
+        out = self.dense(self.hidden_dropout(h_next[-1])) * real.unsqueeze(-1).to(h_next.dtype)  # (B, d)
         return tuple(h_next.unbind(0)), out
 
     def prefill(self, items: Tensor) -> tuple[RecurrentState, Tensor]:

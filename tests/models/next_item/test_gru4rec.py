@@ -71,6 +71,25 @@ def test_causal_and_tied_scores():
     assert torch.allclose(scores[0, 7], ha[0, -1] @ m.item_embedding.weight[7])
 
 
+def test_hidden_dropout_drops_the_output_not_the_recurrence():
+    """hidden_dropout q: o_t = W Dropout_q(h_t) + b in training, the GRU itself sees the clean state; none in eval."""
+    torch.manual_seed(0)
+    m = GRU4Rec(num_items=N, d_model=D, hidden_size=D, dropout=0.0, hidden_dropout=0.5)
+    with torch.no_grad():  # the dense map as the identity: the output is the (dropped) GRU output itself
+        m.dense.weight.copy_(torch.eye(D))
+        m.dense.bias.zero_()
+    items = torch.tensor([[0, 0, 3, 4, 9, 2, 7, 1], [3, 1, 4, 1, 5, 9, 2, 6]])
+    clean = m.eval()(items)  # (2, 8, D)
+    recbole = GRU4Rec(num_items=N, d_model=D, hidden_size=D, dropout=0.0)
+    recbole.load_state_dict(m.state_dict())  # no parameters of its own: the same checkpoint loads in both forms
+    assert torch.equal(clean, recbole.eval()(items))  # eval: no dropout, RecBole's output
+    dropped = m.train()(items)
+    kept = dropped != 0
+    assert 0.3 < kept[items != 0].float().mean() < 0.7  # about half the units dropped
+    # every kept unit is the clean state's, scaled by 1/(1-q), at every position: the dropped state never fed back
+    assert torch.allclose(dropped[kept], 2 * clean[kept], atol=1e-6)
+
+
 def test_recbole_structure_and_cost_formula():
     m = model(num_layers=2)
     assert m.gru.bias is False and m.gru.num_layers == 2
