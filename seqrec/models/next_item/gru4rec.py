@@ -6,8 +6,8 @@ e_t = Dropout_p(E[i_t]); h_t = GRU(e_t, h_{t-1}) (``num_layers`` stacked, h_0 = 
 ``hidden_dropout`` (q, default 0: RecBole's form, which has none) is the original GRU4Rec's ``dropout_p_hidden``
 (Hidasi's code drops each GRU layer's output before the next layer and the output layer). Hidasi's code also
 carries the dropped state into the next time step; ``nn.GRU`` cannot, so here only the top layer's output to the
-dense map is dropped and the recurrence sees the clean state (a choice: a per-step cell loop would be several
-times slower on CPU). Between stacked layers, ``nn.GRU``'s own inter-layer dropout is not used.
+dense map is dropped and the recurrence sees the clean state (a choice: it keeps ``nn.GRU``'s fused sequence
+kernel; a per-step cell loop that feeds the dropped state back is not implemented). Between stacked layers, ``nn.GRU``'s own inter-layer dropout is not used.
 
 Padding: inputs are left-padded (newest item at L - 1), but a GRU run over the padded slots would
 start the real items from a state the padding produced. Each row is therefore rotated so its real items
