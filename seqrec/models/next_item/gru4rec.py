@@ -1,13 +1,18 @@
 """GRU4Rec (Hidasi et al., ICLR 2016), in the form sequential benchmarks use (RecBole's GRU4Rec): a GRU over item embeddings.
 
 e_t = Dropout_p(E[i_t]); h_t = GRU(e_t, h_{t-1}) (``num_layers`` stacked, h_0 = 0); o_t = W Dropout_q(h_t) + b
-(hidden → d); scores s_i = o_t · E_i (tied item embedding, no bias). p is ``dropout``, q is ``hidden_dropout``.
+(hidden → d); scores s_i = o_t · E_i (+ c_i with ``output_bias``) (tied item embedding). p is ``dropout``, q is
+``hidden_dropout``.
 
 ``hidden_dropout`` (q, default 0: RecBole's form, which has none) is the original GRU4Rec's ``dropout_p_hidden``
 (Hidasi's code drops each GRU layer's output before the next layer and the output layer). Hidasi's code also
 carries the dropped state into the next time step; ``nn.GRU`` cannot, so here only the top layer's output to the
 dense map is dropped and the recurrence sees the clean state (a choice: it keeps ``nn.GRU``'s fused sequence
 kernel; a per-step cell loop that feeds the dropped state back is not implemented). Between stacked layers, ``nn.GRU``'s own inter-layer dropout is not used.
+
+Two more of the original's parts, off by default (RecBole's GRU has neither): ``gate_bias`` gives the GRU's
+gates and candidate their biases (``nn.GRU(bias=True)``; the original's ``Bh``), ``output_bias`` a per-item
+score bias c (the original's ``By``); both start at zero, as the original initialises them.
 
 Padding: inputs are left-padded (newest item at L - 1), but a GRU run over the padded slots would
 start the real items from a state the padding produced. Each row is therefore rotated so its real items
@@ -52,6 +57,8 @@ class GRU4Rec(SequenceRecommender):
         num_layers: int = 1,
         dropout: float = 0.3,
         hidden_dropout: float = 0.0,
+        gate_bias: bool = False,
+        output_bias: bool = False,
     ) -> None:
         super().__init__()
         if num_items < 1:
@@ -59,23 +66,34 @@ class GRU4Rec(SequenceRecommender):
         self.num_items, self.d_model, self.hidden_size, self.num_layers = num_items, d_model, hidden_size, num_layers
         self.item_embedding = nn.Embedding(num_items + 1, d_model, padding_idx=0)
         self.embedding_dropout = Dropout(dropout)
-        self.gru = nn.GRU(d_model, hidden_size, num_layers=num_layers, bias=False, batch_first=True)
+        self.gru = nn.GRU(d_model, hidden_size, num_layers=num_layers, bias=gate_bias, batch_first=True)
         self.hidden_dropout = Dropout(hidden_dropout)
         self.dense = nn.Linear(hidden_size, d_model)
+        # (N + 1,) per-item score bias c (index 0, padding, is never a label); absent in RecBole's form
+        self.output_bias = nn.Parameter(torch.zeros(num_items + 1)) if output_bias else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """RecBole's init: Xavier-normal embedding (padding row zeroed), Xavier-uniform GRU weights."""
+        """RecBole's init: Xavier-normal embedding (padding row zeroed), Xavier-uniform GRU weights; the optional
+        gate and output biases zero (the original GRU4Rec's)."""
         nn.init.xavier_normal_(self.item_embedding.weight)
         with torch.no_grad():
             self.item_embedding.weight[0].zero_()
         for name, param in self.gru.named_parameters():
             if name.startswith("weight"):
                 nn.init.xavier_uniform_(param)
+            else:
+                nn.init.zeros_(param)
+        if self.output_bias is not None:
+            nn.init.zeros_(self.output_bias)
 
     def item_embeddings(self) -> Tensor:
         """(N + 1, d) tied item table."""
         return self.item_embedding.weight
+
+    def item_bias(self) -> Tensor | None:
+        """(N + 1,) per-item score bias c with ``output_bias``, else None (RecBole's form)."""
+        return self.output_bias
 
     def forward(self, items: Tensor) -> Tensor:
         """items (B, L) left-padded -> hidden (B, L, d); zero at padded positions."""

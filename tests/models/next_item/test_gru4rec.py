@@ -90,6 +90,40 @@ def test_hidden_dropout_drops_the_output_not_the_recurrence():
     assert torch.allclose(dropped[kept], 2 * clean[kept], atol=1e-6)
 
 
+def test_original_biases_start_at_zero_then_enter_the_gates_and_the_scores():
+    """gate_bias: h_t = GRUCell with biases; output_bias: s_i = o_t · E_i + c_i; both zero at init, absent by default."""
+    plain = model()
+    assert not any("bias_" in k for k in plain.state_dict()) and "output_bias" not in plain.state_dict()
+    m = model(gate_bias=True, output_bias=True)
+    assert all(torch.all(p == 0) for n, p in m.gru.named_parameters() if n.startswith("bias"))
+    assert torch.all(m.output_bias == 0)
+    missing, unexpected = m.load_state_dict(plain.state_dict(), strict=False)  # a RecBole-form checkpoint loads
+    assert not unexpected and set(missing) == {"gru.bias_ih_l0", "gru.bias_hh_l0", "output_bias"}
+    items = torch.tensor([[0, 0, 0, 4, 9, 2, 7], [3, 1, 4, 1, 5, 9, 2]])
+    assert torch.allclose(m(items), plain(items), atol=1e-6)  # zero biases: the RecBole form's output
+    with torch.no_grad():
+        for name, param in m.gru.named_parameters():
+            if name.startswith("bias"):
+                param.normal_()
+        m.output_bias.normal_()
+    cell = nn.GRUCell(D, H, bias=True)
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(cell, name).copy_(getattr(m.gru, f"{name}_l0"))
+    hidden = m(items)
+    h = torch.zeros(1, H)
+    for t in range(items.shape[1]):
+        h = cell(m.item_embedding.weight[items[1, t]].unsqueeze(0), h)
+        assert torch.allclose(hidden[1, t], m.dense(h)[0], atol=1e-5)
+    assert not torch.allclose(hidden, plain(items), atol=1e-3)  # the gate biases are used
+    scores = m.score(hidden[:, -1])  # (2, N + 1)
+    assert torch.allclose(scores, hidden[:, -1] @ m.item_embedding.weight.T + m.output_bias, atol=1e-5)
+    state = m.init_state(2)
+    for t in range(items.shape[1]):  # the serving path folds events in with the same biased GRU
+        state, out = m.step(state, items[:, t])
+    assert torch.allclose(out, hidden[:, -1], atol=1e-5)
+
+
 def test_recbole_structure_and_cost_formula():
     m = model(num_layers=2)
     assert m.gru.bias is False and m.gru.num_layers == 2
