@@ -25,6 +25,16 @@ def model(**kw) -> GRU4Rec:
     return GRU4Rec(num_items=N, d_model=D, hidden_size=H, dropout=0.0, **kw).eval()
 
 
+def gru_cell_of(m: GRU4Rec) -> nn.GRUCell:
+    """An ``nn.GRUCell`` holding layer 0 of ``m``'s GRU (its biases too, where it has them): the step-by-step reference."""
+    names = ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if m.gru.bias else ())
+    cell = nn.GRUCell(D, H, bias=m.gru.bias)
+    with torch.no_grad():
+        for name in names:
+            getattr(cell, name).copy_(getattr(m.gru, f"{name}_l0"))
+    return cell
+
+
 def test_rotate_rows():
     x = torch.tensor([[0, 0, 1, 2], [3, 4, 5, 6]])
     assert rotate_rows(x, torch.tensor([2, 0])).tolist() == [[1, 2, 0, 0], [3, 4, 5, 6]]
@@ -33,10 +43,7 @@ def test_rotate_rows():
 
 def test_matches_a_step_by_step_gru_cell():
     m = model()
-    cell = nn.GRUCell(D, H, bias=False)
-    with torch.no_grad():
-        cell.weight_ih.copy_(m.gru.weight_ih_l0)
-        cell.weight_hh.copy_(m.gru.weight_hh_l0)
+    cell = gru_cell_of(m)
     items = torch.tensor([[0, 0, 0, 4, 9, 2, 7], [3, 1, 4, 1, 5, 9, 2]])
     hidden = m(items)
     for b in range(2):
@@ -106,10 +113,7 @@ def test_original_biases_start_at_zero_then_enter_the_gates_and_the_scores():
             if name.startswith("bias"):
                 param.normal_()
         m.output_bias.normal_()
-    cell = nn.GRUCell(D, H, bias=True)
-    with torch.no_grad():
-        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            getattr(cell, name).copy_(getattr(m.gru, f"{name}_l0"))
+    cell = gru_cell_of(m)
     hidden = m(items)
     h = torch.zeros(1, H)
     for t in range(items.shape[1]):
