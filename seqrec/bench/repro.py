@@ -143,7 +143,9 @@ PREFIX_MODELS = {"narm", "fmlprec"}  # trained on prefixes, one label per exampl
 # far longer training than common defaults (up to 30× its original 400,000-step default to match the paper).
 ASSUMED_VALIDATIONS = 40
 ASSUMED_VALIDATIONS_OF = {"bert4rec": 110}
-MASK_PROB = 0.2  # model/bert4rec.yaml's mask_prob
+# model/bert4rec.yaml's mask_prob; Beauty's and Steam's configs take the original BERT4Rec's 0.6 and 0.4, so the
+# estimate counts fewer labelled positions per step there than they train on (an estimate, not a config reader)
+MASK_PROB = 0.2
 # CPU time per MAC of a model's training step relative to LRURec's and SASRec's: BERT4Rec's step (its cloze loss
 # scores a fifth of the positions, so fewer MACs) took 1.06× SASRec's time for 0.81× its MACs, side by side
 # (`python -m benchmarks.speed --threads 1 --parts matmul,train --models SASRec,BERT4Rec`, load 3.6: not quiet)

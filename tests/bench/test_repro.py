@@ -319,13 +319,21 @@ def test_baseline_cells_train_on_their_models_examples(config):
     assert parsed.trainer.callbacks[1].init_args.monitor == "val/recall@10"
 
 
+# (mask probability, dropout, attention dropout): the original BERT4Rec's run_<data>.sh and bert_config_<data>_64.json
+# where it has the dataset (ML-1M, Beauty, Steam), else model/bert4rec.yaml's (config.py's, equal to ML-1M's)
+BERT4REC_SETTINGS = {"bert4rec_beauty": (0.6, 0.5, 0.2), "bert4rec_steam": (0.4, 0.1, 0.1)}
+
+
 @pytest.mark.parametrize("config", BERT4REC)
 def test_bert4rec_cells_train_by_the_cloze_task(config):
-    """Each BERT4Rec cell: the model, cloze windows masked with probability 0.2 (80/10/10), its dataset's protocol."""
+    """Each BERT4Rec cell: the model, cloze windows (80/10/10) masked with its dataset's probability, its dataset's
+    dropouts and protocol."""
     parsed = parse(["--config", config])
     assert parsed.model.init_args.net.class_path == "seqrec.models.next_item.bert4rec.BERT4Rec"
-    data = parsed.data.init_args
-    assert (data.train_mode, data.mask_prob, data.mask_replacement) == ("cloze", 0.2, "bert")
+    data, net = parsed.data.init_args, parsed.model.init_args.net.init_args
+    mask_prob, dropout, attention_dropout = BERT4REC_SETTINGS.get(config, (0.2, 0.2, 0.2))
+    assert (data.train_mode, data.mask_prob, data.mask_replacement) == ("cloze", mask_prob, "bert")
+    assert (net.dropout, net.attention_dropout) == (dropout, attention_dropout)
     assert data.max_len == repro.DATASETS[repro.dataset_of(config)].max_len
     assert parsed.model.init_args.loss == ("sampled_ce" if config.endswith("xlong") else "ce")
     assert parsed.trainer.callbacks[1].init_args.monitor == "val/recall@10"
