@@ -9,10 +9,18 @@ with r = u / p (uniform on [0, 1) given u < p):
   1..N when r < 0.9, the event itself otherwise;
 - ``replacement: mask``: always ``[mask]`` (the original TensorFlow scripts, ``mask_prob=1.0``).
 
-Padding is never masked. The draws of example i in epoch e come from ``np.random.default_rng([seed + e, i])``
-alone: the sampler hands the dataset the key ``(seed + e, i)`` (``datamodules.loaders.EpochShuffle`` with
-``keyed=True``), so the masks depend on neither the batch, the worker nor a resume (a resumed run masks exactly
-as an uninterrupted one), and each epoch masks afresh, as the reference's loader does.
+Padding is never masked. With ``mask_last_prob`` q > 0, a window is first drawn to be a *last-item* example with
+probability q: its newest event alone becomes ``[mask]`` (label: that event), the training twin of a query, whose
+``[mask]`` also sits after the newest event. The original TensorFlow BERT4Rec adds one such instance per window beside
+``dupe_factor`` (10) randomly masked copies (``gen_data_fin.py``: ``mask_last``, "to alleviate the mismatch" between
+the cloze task and next-item prediction, Sun et al. 2019 §3.6), a share of 1/11 of its training data; q = 1/11 draws
+the same share per example. q = 0 (default: the PyTorch code LRURec's baselines come from has no such examples)
+draws nothing extra, so its masks are unchanged.
+
+The draws of example i in epoch e come from ``np.random.default_rng([seed + e, i])`` alone: the sampler hands the
+dataset the key ``(seed + e, i)`` (``datamodules.loaders.EpochShuffle`` with ``keyed=True``), so the masks depend on
+neither the batch, the worker nor a resume (a resumed run masks exactly as an uninterrupted one), and each epoch
+masks afresh, as the reference's loader does.
 """
 
 from __future__ import annotations
@@ -50,28 +58,38 @@ def cloze_mask(
     return inputs, labels
 
 
+def mask_last(tokens: np.ndarray, mask_token: int) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, labels) of one left-padded window ``tokens`` (L,) whose newest event (position L - 1) is ``[mask]``."""
+    inputs, labels = tokens.copy(), np.zeros_like(tokens)
+    labels[-1], inputs[-1] = tokens[-1], mask_token
+    return inputs, labels
+
+
 class ClozeExamples(Dataset):
     """Masked windows over spans of ``items``: ``{"items": (L,), "labels": (L,)}``, both left-padded; label 0 = no loss.
 
     Each span's newest ``max_len`` events are masked by ``cloze_mask`` (the whole span is the input: there is no
     shift, the masked positions are the targets). Keys are ``(draw_seed, index)`` pairs (the epoch's seed and the
-    example); a plain index draws with seed 0. ``keyed_by_epoch`` tells the loader to hand it such keys.
+    example); a plain index draws with seed 0. ``keyed_by_epoch`` tells the loader to hand it such keys. With
+    ``mask_last_prob`` > 0 one uniform drawn first decides whether the window is a last-item example (``mask_last``).
     """
 
     keyed_by_epoch = True
 
     def __init__(
         self, items: np.ndarray, span_start: np.ndarray, span_stop: np.ndarray, max_len: int, num_items: int,
-        mask_prob: float = 0.2, replacement: Replacement = "bert",
+        mask_prob: float = 0.2, replacement: Replacement = "bert", mask_last_prob: float = 0.0,
     ) -> None:
         if not 0.0 < mask_prob <= 1.0:
             raise ValueError(f"mask_prob must be in (0, 1], got {mask_prob}")
+        if not 0.0 <= mask_last_prob <= 1.0:
+            raise ValueError(f"mask_last_prob must be in [0, 1], got {mask_last_prob}")
         if replacement not in REPLACEMENTS:
             raise ValueError(f"replacement must be one of {REPLACEMENTS}, got {replacement!r}")
         self.items, self.span_start, self.span_stop = items, span_start, span_stop
         self.max_len, self.num_items = max_len, num_items
         self.mask_token = num_items + 1
-        self.mask_prob, self.replacement = mask_prob, replacement
+        self.mask_prob, self.replacement, self.mask_last_prob = mask_prob, replacement, mask_last_prob
 
     def __len__(self) -> int:
         return len(self.span_start)
@@ -81,5 +99,8 @@ class ClozeExamples(Dataset):
         index = int(index)
         tokens = left_pad(self.items[self.span_start[index] : self.span_stop[index]], self.max_len)  # (L,)
         rng = np.random.default_rng([int(draw_seed), index])
+        if self.mask_last_prob > 0.0 and rng.random() < self.mask_last_prob:
+            inputs, labels = mask_last(tokens, self.mask_token)
+            return {"items": torch.from_numpy(inputs), "labels": torch.from_numpy(labels)}
         inputs, labels = cloze_mask(tokens, rng, self.mask_prob, self.mask_token, self.num_items, self.replacement)
         return {"items": torch.from_numpy(inputs), "labels": torch.from_numpy(labels)}

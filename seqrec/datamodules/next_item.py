@@ -79,6 +79,9 @@ class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
         mask_prob: in "cloze" mode, the probability that a position is masked (LRURec's ``bert_mask_prob`` 0.2).
         mask_replacement: in "cloze" mode, "bert" (a masked input is [mask] 80 %, a random item 10 %, unchanged
             10 %: the PyTorch BERT4Rec code) or "mask" (always [mask]: the original TensorFlow scripts).
+        mask_last_prob: in "cloze" mode, the share of windows that mask their newest event alone (the original
+            TensorFlow BERT4Rec's last-item instances, 1/11 of its data; ``seqrec.data.cloze``); 0 (default) none,
+            as in the PyTorch code LRURec's baselines come from.
         window_step: stride between windows of a long sequence (default max_len: non-overlapping).
         label_first: in "windows" mode, keep the label that faces a padding input (LRURec does).
         eval_negatives: None ranks the full catalogue; N ranks the target against N frozen sampled negatives.
@@ -109,6 +112,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
         train_mode: Literal["windows", "prefix", "cloze"] = "windows",
         mask_prob: float = 0.2,
         mask_replacement: Replacement = "bert",
+        mask_last_prob: float = 0.0,
         window_step: int | None = None,
         label_first: bool = True,
         eval_negatives: int | None = None,
@@ -128,6 +132,8 @@ class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
             raise ValueError(f"train_mode cloze needs max_len >= 2 (one event and the [mask] of a query), got {max_len}")
         if not 0.0 < mask_prob <= 1.0:
             raise ValueError(f"mask_prob must be in (0, 1], got {mask_prob}")
+        if not 0.0 <= mask_last_prob <= 1.0:
+            raise ValueError(f"mask_last_prob must be in [0, 1], got {mask_last_prob}")
         if eval_negatives is not None and eval_negatives < 1:
             raise ValueError(f"eval_negatives must be None (full ranking) or >= 1, got {eval_negatives}")
         if negatives_storage not in ("frozen", "generated"):
@@ -144,7 +150,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
             raise ValueError(f"split must be 'leave_last_out' or 'temporal', got {split!r}")
         self.split_kind, self.temporal = split, temporal
         self.train_mode = train_mode
-        self.mask_prob, self.mask_replacement = mask_prob, mask_replacement
+        self.mask_prob, self.mask_replacement, self.mask_last_prob = mask_prob, mask_replacement, mask_last_prob
         self.window_step = window_step or max_len
         self.label_first = label_first
         self.eval_negatives = eval_negatives
@@ -221,7 +227,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
             raise ValueError("the training split is empty: every user has fewer than 2 training events")
         if self.train_mode == "cloze":
             self.datasets["train"] = ClozeExamples(items, start, stop, self.max_len, self.num_items, self.mask_prob,
-                                                   self.mask_replacement)
+                                                   self.mask_replacement, self.mask_last_prob)
         else:
             self.datasets["train"] = TrainExamples(items, start, stop, self.max_len, self.train_mode, self.label_first)
         counts = np.bincount(items[split.train_mask()], minlength=self.num_items + 1)

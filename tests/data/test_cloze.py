@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from seqrec.data.cloze import ClozeExamples, cloze_mask
+from seqrec.data.cloze import ClozeExamples, cloze_mask, mask_last
 
 N = 40
 MASK = N + 1
 
 
-def _examples(mask_prob: float = 0.4, replacement: str = "bert") -> ClozeExamples:
+def _examples(mask_prob: float = 0.4, replacement: str = "bert", mask_last_prob: float = 0.0) -> ClozeExamples:
     items = np.arange(1, N + 1)  # two spans: 20 events (the newest 10 kept) and 6 events (left-padded)
     return ClozeExamples(items, np.array([0, 20]), np.array([20, 26]), max_len=10, num_items=N, mask_prob=mask_prob,
-                         replacement=replacement)
+                         replacement=replacement, mask_last_prob=mask_last_prob)
 
 
 def test_frozen_draws_per_epoch_seed_and_example():
@@ -66,8 +66,39 @@ def test_mask_only_replacement():
     assert set(inputs[labels > 0].tolist()) == {2001}
 
 
+def test_a_last_item_example_masks_the_newest_event_alone_and_no_padding():
+    inputs, labels = mask_last(np.array([0, 0, 0, 4, 9, 2]), MASK)
+    assert inputs.tolist() == [0, 0, 0, 4, 9, MASK] and labels.tolist() == [0, 0, 0, 0, 0, 2]
+    always = _examples(mask_last_prob=1.0)
+    for seed in range(5):
+        assert always[(seed, 0)]["items"].tolist() == [11, 12, 13, 14, 15, 16, 17, 18, 19, MASK]
+        assert always[(seed, 1)]["labels"].tolist() == [0] * 9 + [26]
+
+
+def test_last_item_examples_take_their_share_and_the_rest_mask_as_before():
+    """q = 1/11 (the original's one mask-last instance per ten random copies); the other windows draw cloze masks."""
+    share = _examples(mask_last_prob=1 / 11)
+    plain = _examples()
+    last_only, cloze = 0, 0
+    for seed in range(2200):
+        example = share[(seed, 0)]
+        labels = example["labels"].tolist()
+        if labels == [0] * 9 + [20] and example["items"].tolist()[-1] == MASK:
+            last_only += 1  # a random draw can give this too (0.4 * 0.6^9 * 0.8 ≈ 0.3 %): counted, within the bound
+        elif any(labels):
+            cloze += 1
+            u = np.random.default_rng([seed, 0]).random()  # the share's draw comes first, then the cloze draws
+            assert u >= 1 / 11
+    assert last_only / 2200 == pytest.approx(1 / 11, abs=0.02)
+    assert cloze > 0.85 * 2200
+    # q = 0 draws nothing extra: the frozen masks of the default are those of the first test
+    assert plain[(42, 0)]["labels"].tolist() == [0, 0, 0, 0, 15, 0, 0, 0, 19, 0]
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [({"mask_prob": 0.0}, "mask_prob"), ({"mask_prob": 1.5}, "mask_prob"),
-                                                 ({"replacement": "half"}, "replacement")])
+                                                 ({"replacement": "half"}, "replacement"),
+                                                 ({"mask_last_prob": -0.1}, "mask_last_prob"),
+                                                 ({"mask_last_prob": 1.1}, "mask_last_prob")])
 def test_bad_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         _examples(**kwargs)

@@ -268,3 +268,14 @@ def test_cloze_batches_resume_mid_epoch_exactly(ml100k_root, monkeypatch):
     assert not torch.equal(next(iter(loader))["labels"], whole[0]["labels"])  # each epoch masks afresh
     with pytest.raises(ValueError, match="mask_prob"):
         NextItemDataModule(MovieLens100K(root=str(ml100k_root)), train_mode="cloze", mask_prob=0.0)
+
+
+def test_cloze_mode_passes_the_last_item_share_to_its_examples(ml100k_root):
+    data = NextItemDataModule(MovieLens100K(root=str(ml100k_root)), max_len=10, train_mode="cloze",
+                              mask_last_prob=1.0)
+    data.setup()
+    example = data.datasets["train"][(3, 5)]
+    labels = example["labels"].numpy()
+    assert (labels[:-1] == 0).all() and labels[-1] > 0 and int(example["items"][-1]) == data.num_items + 1
+    with pytest.raises(ValueError, match="mask_last_prob"):
+        NextItemDataModule(MovieLens100K(root=str(ml100k_root)), train_mode="cloze", mask_last_prob=2.0)
