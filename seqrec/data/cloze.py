@@ -10,12 +10,12 @@ with r = u / p (uniform on [0, 1) given u < p):
 - ``replacement: mask``: always ``[mask]`` (the original TensorFlow scripts, ``mask_prob=1.0``).
 
 Padding is never masked. With ``mask_last_prob`` q > 0, a window is first drawn to be a *last-item* example with
-probability q: its newest event alone becomes ``[mask]`` (label: that event), the training twin of a query, whose
-``[mask]`` also sits after the newest event. The original TensorFlow BERT4Rec adds one such instance per window beside
-``dupe_factor`` (10) randomly masked copies (``gen_data_fin.py``: ``mask_last``, "to alleviate the mismatch" between
-the cloze task and next-item prediction, Sun et al. 2019 §3.6), a share of 1/11 of its training data; q = 1/11 draws
-the same share per example. q = 0 (default: the PyTorch code LRURec's baselines come from has no such examples)
-draws nothing extra, so its masks are unchanged.
+probability q: its newest event alone becomes ``[mask]`` (label: that event), the training twin of a query (a
+history, then ``[mask]`` in the last slot). The original TensorFlow BERT4Rec adds one such instance per window beside
+``dupe_factor`` (10) randomly masked copies (``gen_data_fin.py``: ``mask_last``; Sun et al. 2019 §3.6 produce such
+samples to better match next-item prediction), a share of 1/11 of its training data; q = 1/11 draws the same share
+per example. q = 0 (default: the PyTorch code LRURec's baselines come from has no such examples) draws nothing
+extra, so its masks are unchanged.
 
 The draws of example i in epoch e come from ``np.random.default_rng([seed + e, i])`` alone: the sampler hands the
 dataset the key ``(seed + e, i)`` (``datamodules.loaders.EpochShuffle`` with ``keyed=True``), so the masks depend on

@@ -326,13 +326,14 @@ BERT4REC_SETTINGS = {"bert4rec_beauty": (0.6, 0.5, 0.2), "bert4rec_steam": (0.4,
 
 @pytest.mark.parametrize("config", BERT4REC)
 def test_bert4rec_cells_train_by_the_cloze_task(config):
-    """Each BERT4Rec cell: the model, cloze windows (80/10/10) masked with its dataset's probability, its dataset's
-    dropouts and protocol."""
+    """Each BERT4Rec cell: the model, cloze windows (80/10/10) masked with its dataset's probability and 1/11 of them
+    last-item instances, its dataset's dropouts and protocol."""
     parsed = parse(["--config", config])
     assert parsed.model.init_args.net.class_path == "seqrec.models.next_item.bert4rec.BERT4Rec"
     data, net = parsed.data.init_args, parsed.model.init_args.net.init_args
     mask_prob, dropout, attention_dropout = BERT4REC_SETTINGS.get(config, (0.2, 0.2, 0.2))
     assert (data.train_mode, data.mask_prob, data.mask_replacement) == ("cloze", mask_prob, "bert")
+    assert data.mask_last_prob == pytest.approx(1 / 11, abs=1e-6)  # the original's last-item instances
     assert (net.dropout, net.attention_dropout) == (dropout, attention_dropout)
     assert data.max_len == repro.DATASETS[repro.dataset_of(config)].max_len
     assert parsed.model.init_args.loss == ("sampled_ce" if config.endswith("xlong") else "ce")
