@@ -58,6 +58,17 @@ def cloze_mask(
     return inputs, labels
 
 
+def check_cloze_settings(mask_prob: float, replacement: str, mask_last_prob: float) -> None:
+    """Raise ValueError (one line) unless 0 < ``mask_prob`` <= 1, ``replacement`` is known and 0 <= ``mask_last_prob``
+    <= 1 (the examples and the datamodule, which checks them before any data is read, share this)."""
+    if not 0.0 < mask_prob <= 1.0:
+        raise ValueError(f"mask_prob must be in (0, 1], got {mask_prob}")
+    if not 0.0 <= mask_last_prob <= 1.0:
+        raise ValueError(f"mask_last_prob must be in [0, 1], got {mask_last_prob}")
+    if replacement not in REPLACEMENTS:
+        raise ValueError(f"replacement must be one of {REPLACEMENTS}, got {replacement!r}")
+
+
 def mask_last(tokens: np.ndarray, mask_token: int) -> tuple[np.ndarray, np.ndarray]:
     """(inputs, labels) of one left-padded window ``tokens`` (L,) whose newest event (position L - 1) is ``[mask]``."""
     inputs, labels = tokens.copy(), np.zeros_like(tokens)
@@ -80,12 +91,7 @@ class ClozeExamples(Dataset):
         self, items: np.ndarray, span_start: np.ndarray, span_stop: np.ndarray, max_len: int, num_items: int,
         mask_prob: float = 0.2, replacement: Replacement = "bert", mask_last_prob: float = 0.0,
     ) -> None:
-        if not 0.0 < mask_prob <= 1.0:
-            raise ValueError(f"mask_prob must be in (0, 1], got {mask_prob}")
-        if not 0.0 <= mask_last_prob <= 1.0:
-            raise ValueError(f"mask_last_prob must be in [0, 1], got {mask_last_prob}")
-        if replacement not in REPLACEMENTS:
-            raise ValueError(f"replacement must be one of {REPLACEMENTS}, got {replacement!r}")
+        check_cloze_settings(mask_prob, replacement, mask_last_prob)
         self.items, self.span_start, self.span_stop = items, span_start, span_stop
         self.max_len, self.num_items = max_len, num_items
         self.mask_token = num_items + 1
@@ -101,6 +107,6 @@ class ClozeExamples(Dataset):
         rng = np.random.default_rng([int(draw_seed), index])
         if self.mask_last_prob > 0.0 and rng.random() < self.mask_last_prob:
             inputs, labels = mask_last(tokens, self.mask_token)
-            return {"items": torch.from_numpy(inputs), "labels": torch.from_numpy(labels)}
-        inputs, labels = cloze_mask(tokens, rng, self.mask_prob, self.mask_token, self.num_items, self.replacement)
+        else:
+            inputs, labels = cloze_mask(tokens, rng, self.mask_prob, self.mask_token, self.num_items, self.replacement)
         return {"items": torch.from_numpy(inputs), "labels": torch.from_numpy(labels)}

@@ -10,7 +10,7 @@ import numpy as np
 from torch import Tensor
 
 from seqrec.data.array_cache import resolve_cache_dir
-from seqrec.data.cloze import ClozeExamples, Replacement
+from seqrec.data.cloze import ClozeExamples, Replacement, check_cloze_settings
 from seqrec.data.examples import EvalQueries, TrainExamples, training_spans
 from seqrec.data.features import ItemFeatures, ItemFeatureSource, load_item_features
 from seqrec.data.interactions import Source
@@ -130,10 +130,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
         super().__init__(max_len, batch_size, eval_batch_size, num_workers)
         if train_mode == "cloze" and max_len < 2:
             raise ValueError(f"train_mode cloze needs max_len >= 2 (one event and the [mask] of a query), got {max_len}")
-        if not 0.0 < mask_prob <= 1.0:
-            raise ValueError(f"mask_prob must be in (0, 1], got {mask_prob}")
-        if not 0.0 <= mask_last_prob <= 1.0:
-            raise ValueError(f"mask_last_prob must be in [0, 1], got {mask_last_prob}")
+        check_cloze_settings(mask_prob, mask_replacement, mask_last_prob)
         if eval_negatives is not None and eval_negatives < 1:
             raise ValueError(f"eval_negatives must be None (full ranking) or >= 1, got {eval_negatives}")
         if negatives_storage not in ("frozen", "generated"):
