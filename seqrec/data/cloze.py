@@ -9,6 +9,17 @@ with r = u / p (uniform on [0, 1) given u < p):
   1..N when r < 0.9, the event itself otherwise;
 - ``replacement: mask``: always ``[mask]`` (the original TensorFlow scripts, ``mask_prob=1.0``).
 
+How many positions are masked (``mask_count``):
+
+- ``bernoulli`` (the PyTorch code's; default): each real position independently, as above, so a window of n events
+  has Binomial(n, p) labels, none at all with probability (1 - p)^n (a third of Video's windows at p = 0.2);
+- ``fixed`` (the original TensorFlow ``gen_data_fin.py``'s ``create_masked_lm_predictions``): exactly
+  k = max(1, round(n · p)) positions, rounded half up (its Python 2 ``round``), a uniform random subset of the n
+  events (the k smallest of the same L uniforms), so every window has a label. The original caps k at
+  ``max_predictions_per_seq``, which equals round(max_len · p) in each of its four run scripts, so the cap never
+  binds and is not an option here. A masked position's replacement then draws one more uniform r per position
+  (``bert``) instead of reusing u / p.
+
 Padding is never masked. With ``mask_last_prob`` q > 0, a window is first drawn to be a *last-item* example with
 probability q: its newest event alone becomes ``[mask]`` (label: that event), the training twin of a query (a
 history, then ``[mask]`` in the last slot). The original TensorFlow BERT4Rec adds one such instance per window beside
@@ -35,38 +46,60 @@ from seqrec.data.examples import left_pad
 
 Replacement = Literal["bert", "mask"]
 REPLACEMENTS = ("bert", "mask")
+MaskCount = Literal["bernoulli", "fixed"]
+MASK_COUNTS = ("bernoulli", "fixed")
+
+
+def fixed_mask_count(n: int, mask_prob: float) -> int:
+    """k = max(1, round(n · p)) for a window of n >= 1 events, half rounded up (``gen_data_fin.py`` runs on Python 2,
+    whose ``round`` rounds half away from zero); never more than n."""
+    return min(n, max(1, int(np.floor(n * mask_prob + 0.5))))
 
 
 def cloze_mask(
     tokens: np.ndarray, rng: np.random.Generator, mask_prob: float, mask_token: int, num_items: int,
-    replacement: Replacement = "bert",
+    replacement: Replacement = "bert", count: MaskCount = "bernoulli",
 ) -> tuple[np.ndarray, np.ndarray]:
     """(inputs, labels) of one left-padded window ``tokens`` (L,) (module docstring's rule); 0 stays 0 in both.
 
-    Draws L uniforms, then L random items (``bert`` only), in that order, from ``rng``.
+    Draws L uniforms, then (``fixed`` with ``bert`` only) L more for the replacement, then L random items (``bert``
+    only), in that order, from ``rng``. A window with no event masks nothing.
     """
     real = tokens != 0  # (L,)
     u = rng.random(tokens.shape[0])  # (L,)
-    masked = real & (u < mask_prob)
+    if count == "bernoulli":
+        masked = real & (u < mask_prob)
+    else:
+        n = int(real.sum())
+        masked = np.zeros_like(real)
+        if n:
+            chosen = np.argsort(np.where(real, u, np.inf), kind="stable")[: fixed_mask_count(n, mask_prob)]
+            masked[chosen] = True
     labels = np.where(masked, tokens, 0)
     if replacement == "mask":
         return np.where(masked, mask_token, tokens), labels
-    r = u / mask_prob  # uniform on [0, 1) at masked positions
+    # r uniform on [0, 1) at masked positions: u / p given u < p (bernoulli), a fresh draw (fixed)
+    r = u / mask_prob if count == "bernoulli" else rng.random(tokens.shape[0])  # (L,)
     random_items = rng.integers(1, num_items + 1, size=tokens.shape[0])  # (L,)
     inputs = np.where(masked & (r < 0.8), mask_token, tokens)
     inputs = np.where(masked & (r >= 0.8) & (r < 0.9), random_items, inputs)
     return inputs, labels
 
 
-def check_cloze_settings(mask_prob: float, replacement: str, mask_last_prob: float) -> None:
-    """Raise ValueError (one line) unless 0 < ``mask_prob`` <= 1, ``replacement`` is known and 0 <= ``mask_last_prob``
-    <= 1 (the examples and the datamodule, which checks them before any data is read, share this)."""
+def check_cloze_settings(
+    mask_prob: float, replacement: str, mask_last_prob: float, mask_count: str = "bernoulli"
+) -> None:
+    """Raise ValueError (one line) unless 0 < ``mask_prob`` <= 1, ``replacement`` and ``mask_count`` are known and
+    0 <= ``mask_last_prob`` <= 1 (the examples and the datamodule, which checks them before any data is read, share
+    this)."""
     if not 0.0 < mask_prob <= 1.0:
         raise ValueError(f"mask_prob must be in (0, 1], got {mask_prob}")
     if not 0.0 <= mask_last_prob <= 1.0:
         raise ValueError(f"mask_last_prob must be in [0, 1], got {mask_last_prob}")
     if replacement not in REPLACEMENTS:
         raise ValueError(f"replacement must be one of {REPLACEMENTS}, got {replacement!r}")
+    if mask_count not in MASK_COUNTS:
+        raise ValueError(f"mask_count must be one of {MASK_COUNTS}, got {mask_count!r}")
 
 
 def mask_last(tokens: np.ndarray, mask_token: int) -> tuple[np.ndarray, np.ndarray]:
@@ -79,7 +112,7 @@ def mask_last(tokens: np.ndarray, mask_token: int) -> tuple[np.ndarray, np.ndarr
 class ClozeExamples(Dataset):
     """Masked windows over spans of ``items``: ``{"items": (L,), "labels": (L,)}``, both left-padded; label 0 = no loss.
 
-    Each span's newest ``max_len`` events are masked by ``cloze_mask`` (the whole span is the input: there is no
+    Each span's newest ``max_len`` events are masked by ``cloze_mask`` (``mask_count`` masks: ``bernoulli`` or ``fixed``) (the whole span is the input: there is no
     shift, the masked positions are the targets). Keys are ``(draw_seed, index)`` pairs (the epoch's seed and the
     example); a plain index draws with seed 0. ``keyed_by_epoch`` tells the loader to hand it such keys. With
     ``mask_last_prob`` > 0 one uniform drawn first decides whether the window is a last-item example (``mask_last``).
@@ -90,12 +123,14 @@ class ClozeExamples(Dataset):
     def __init__(
         self, items: np.ndarray, span_start: np.ndarray, span_stop: np.ndarray, max_len: int, num_items: int,
         mask_prob: float = 0.2, replacement: Replacement = "bert", mask_last_prob: float = 0.0,
+        mask_count: MaskCount = "bernoulli",
     ) -> None:
-        check_cloze_settings(mask_prob, replacement, mask_last_prob)
+        check_cloze_settings(mask_prob, replacement, mask_last_prob, mask_count)
         self.items, self.span_start, self.span_stop = items, span_start, span_stop
         self.max_len, self.num_items = max_len, num_items
         self.mask_token = num_items + 1
         self.mask_prob, self.replacement, self.mask_last_prob = mask_prob, replacement, mask_last_prob
+        self.mask_count = mask_count
 
     def __len__(self) -> int:
         return len(self.span_start)
@@ -108,5 +143,6 @@ class ClozeExamples(Dataset):
         if self.mask_last_prob > 0.0 and rng.random() < self.mask_last_prob:
             inputs, labels = mask_last(tokens, self.mask_token)
         else:
-            inputs, labels = cloze_mask(tokens, rng, self.mask_prob, self.mask_token, self.num_items, self.replacement)
+            inputs, labels = cloze_mask(tokens, rng, self.mask_prob, self.mask_token, self.num_items, self.replacement,
+                                        self.mask_count)
         return {"items": torch.from_numpy(inputs), "labels": torch.from_numpy(labels)}

@@ -10,7 +10,7 @@ import numpy as np
 from torch import Tensor
 
 from seqrec.data.array_cache import resolve_cache_dir
-from seqrec.data.cloze import ClozeExamples, Replacement, check_cloze_settings
+from seqrec.data.cloze import ClozeExamples, MaskCount, Replacement, check_cloze_settings
 from seqrec.data.examples import EvalQueries, TrainExamples, training_spans
 from seqrec.data.features import ItemFeatures, ItemFeatureSource, load_item_features
 from seqrec.data.interactions import Source
@@ -82,6 +82,9 @@ class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
         mask_last_prob: in "cloze" mode, the share of windows that mask their newest event alone (the original
             TensorFlow BERT4Rec's last-item instances, 1/11 of its data; ``seqrec.data.cloze``); 0 (default) none,
             as in the PyTorch code LRURec's baselines come from.
+        mask_count: in "cloze" mode, "bernoulli" (default: each position masked independently with ``mask_prob``,
+            the PyTorch code's) or "fixed" (exactly max(1, round(n · mask_prob)) of a window's n events, the original
+            TensorFlow BERT4Rec's; ``seqrec.data.cloze``).
         window_step: stride between windows of a long sequence (default max_len: non-overlapping).
         label_first: in "windows" mode, keep the label that faces a padding input (LRURec does).
         eval_negatives: None ranks the full catalogue; N ranks the target against N frozen sampled negatives.
@@ -113,6 +116,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
         mask_prob: float = 0.2,
         mask_replacement: Replacement = "bert",
         mask_last_prob: float = 0.0,
+        mask_count: MaskCount = "bernoulli",
         window_step: int | None = None,
         label_first: bool = True,
         eval_negatives: int | None = None,
@@ -130,7 +134,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
         super().__init__(max_len, batch_size, eval_batch_size, num_workers)
         if train_mode == "cloze" and max_len < 2:
             raise ValueError(f"train_mode cloze needs max_len >= 2 (one event and the [mask] of a query), got {max_len}")
-        check_cloze_settings(mask_prob, mask_replacement, mask_last_prob)
+        check_cloze_settings(mask_prob, mask_replacement, mask_last_prob, mask_count)
         if eval_negatives is not None and eval_negatives < 1:
             raise ValueError(f"eval_negatives must be None (full ranking) or >= 1, got {eval_negatives}")
         if negatives_storage not in ("frozen", "generated"):
@@ -148,6 +152,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
         self.split_kind, self.temporal = split, temporal
         self.train_mode = train_mode
         self.mask_prob, self.mask_replacement, self.mask_last_prob = mask_prob, mask_replacement, mask_last_prob
+        self.mask_count = mask_count
         self.window_step = window_step or max_len
         self.label_first = label_first
         self.eval_negatives = eval_negatives
@@ -224,7 +229,7 @@ class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
             raise ValueError("the training split is empty: every user has fewer than 2 training events")
         if self.train_mode == "cloze":
             self.datasets["train"] = ClozeExamples(items, start, stop, self.max_len, self.num_items, self.mask_prob,
-                                                   self.mask_replacement, self.mask_last_prob)
+                                                   self.mask_replacement, self.mask_last_prob, self.mask_count)
         else:
             self.datasets["train"] = TrainExamples(items, start, stop, self.max_len, self.train_mode, self.label_first)
         counts = np.bincount(items[split.train_mask()], minlength=self.num_items + 1)

@@ -279,3 +279,16 @@ def test_cloze_mode_passes_the_last_item_share_to_its_examples(ml100k_root):
     assert (labels[:-1] == 0).all() and labels[-1] > 0 and int(example["items"][-1]) == data.num_items + 1
     with pytest.raises(ValueError, match="mask_last_prob"):
         NextItemDataModule(MovieLens100K(root=str(ml100k_root)), train_mode="cloze", mask_last_prob=2.0)
+
+
+def test_cloze_mode_passes_the_fixed_mask_count_to_its_examples(ml100k_root):
+    data = NextItemDataModule(MovieLens100K(root=str(ml100k_root)), max_len=10, train_mode="cloze", mask_prob=0.2,
+                              mask_count="fixed")
+    data.setup()
+    train = data.datasets["train"]
+    for index in range(0, len(train), max(1, len(train) // 50)):
+        example = train[(3, index)]
+        n = int((example["items"] > 0).sum())
+        assert int((example["labels"] > 0).sum()) == max(1, int(np.floor(n * 0.2 + 0.5)))
+    with pytest.raises(ValueError, match="mask_count"):
+        NextItemDataModule(MovieLens100K(root=str(ml100k_root)), train_mode="cloze", mask_count="all")
