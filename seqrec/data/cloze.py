@@ -16,9 +16,9 @@ How many positions are masked (``mask_count``):
 - ``fixed`` (the original TensorFlow ``gen_data_fin.py``'s ``create_masked_lm_predictions``): exactly
   k = max(1, round(n · p)) positions, rounded half up (its Python 2 ``round``), a uniform random subset of the n
   events (the k smallest of the same L uniforms), so every window has a label. The original caps k at
-  ``max_predictions_per_seq``, which equals round(max_len · p) in each of its four run scripts, so the cap never
-  binds and is not an option here. A masked position's replacement then draws one more uniform r per position
-  (``bert``) instead of reusing u / p.
+  ``max_predictions_per_seq``, which equals round(max_len · p) in its ML-1M, Beauty and Steam scripts (40, 30, 20),
+  so the cap never binds there and is not an option here. A masked position's replacement then draws one more
+  uniform r per position (``bert``) instead of reusing u / p.
 
 Padding is never masked. With ``mask_last_prob`` q > 0, a window is first drawn to be a *last-item* example with
 probability q: its newest event alone becomes ``[mask]`` (label: that event), the training twin of a query (a
@@ -112,10 +112,11 @@ def mask_last(tokens: np.ndarray, mask_token: int) -> tuple[np.ndarray, np.ndarr
 class ClozeExamples(Dataset):
     """Masked windows over spans of ``items``: ``{"items": (L,), "labels": (L,)}``, both left-padded; label 0 = no loss.
 
-    Each span's newest ``max_len`` events are masked by ``cloze_mask`` (``mask_count`` masks: ``bernoulli`` or ``fixed``) (the whole span is the input: there is no
-    shift, the masked positions are the targets). Keys are ``(draw_seed, index)`` pairs (the epoch's seed and the
-    example); a plain index draws with seed 0. ``keyed_by_epoch`` tells the loader to hand it such keys. With
-    ``mask_last_prob`` > 0 one uniform drawn first decides whether the window is a last-item example (``mask_last``).
+    Each span's newest ``max_len`` events are masked by ``cloze_mask`` (``mask_count``: ``bernoulli`` or ``fixed``;
+    the whole span is the input: there is no shift, the masked positions are the targets). Keys are
+    ``(draw_seed, index)`` pairs (the epoch's seed and the example); a plain index draws with seed 0.
+    ``keyed_by_epoch`` tells the loader to hand it such keys. With ``mask_last_prob`` > 0 one uniform drawn first
+    decides whether the window is a last-item example (``mask_last``).
     """
 
     keyed_by_epoch = True

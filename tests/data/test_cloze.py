@@ -100,12 +100,14 @@ def test_last_item_examples_take_their_share_and_the_rest_mask_as_before():
                                           (13, 0.2, 3), (50, 0.2, 10), (5, 0.5, 3), (7, 0.5, 4), (3, 0.6, 2),
                                           (50, 0.6, 30), (50, 0.4, 20), (6, 1.0, 6)])
 def test_fixed_count_is_round_half_up_of_n_p_and_at_least_one(n, p, k):
-    """The original's max(1, round(n · p)) with Python 2's round (2.5 -> 3, 3.5 -> 4); 50 · p gives its scripts' caps."""
+    """The original's max(1, round(n · p)) with Python 2's round (2.5 -> 3, 3.5 -> 4); 50 · p gives its scripts'
+    caps."""
     assert fixed_mask_count(n, p) == k
 
 
 def test_fixed_count_masks_exactly_k_events_of_every_window():
-    """Every window gets labels (Bernoulli leaves 0.6^6 ≈ 5 % of the short span with none at p = 0.4), never padding."""
+    """Every window gets labels (Bernoulli leaves 0.6^6 ≈ 5 % of the short span with none at p = 0.4), never
+    padding."""
     examples = _examples(mask_count="fixed")
     bernoulli_empty = 0
     for seed in range(300):
