@@ -86,9 +86,7 @@ def cloze_mask(
     return inputs, labels
 
 
-def check_cloze_settings(
-    mask_prob: float, replacement: str, mask_last_prob: float, mask_count: str = "bernoulli"
-) -> None:
+def check_cloze_settings(mask_prob: float, replacement: str, mask_last_prob: float, mask_count: str) -> None:
     """Raise ValueError (one line) unless 0 < ``mask_prob`` <= 1, ``replacement`` and ``mask_count`` are known and
     0 <= ``mask_last_prob`` <= 1 (the examples and the datamodule, which checks them before any data is read, share
     this)."""

@@ -228,8 +228,10 @@ class NextItemDataModule(SourceSequences, SplitLoaders, RecommendationData):
         if len(start) == 0:
             raise ValueError("the training split is empty: every user has fewer than 2 training events")
         if self.train_mode == "cloze":
-            self.datasets["train"] = ClozeExamples(items, start, stop, self.max_len, self.num_items, self.mask_prob,
-                                                   self.mask_replacement, self.mask_last_prob, self.mask_count)
+            self.datasets["train"] = ClozeExamples(
+                items, start, stop, self.max_len, self.num_items, mask_prob=self.mask_prob,
+                replacement=self.mask_replacement, mask_last_prob=self.mask_last_prob, mask_count=self.mask_count,
+            )
         else:
             self.datasets["train"] = TrainExamples(items, start, stop, self.max_len, self.train_mode, self.label_first)
         counts = np.bincount(items[split.train_mask()], minlength=self.num_items + 1)

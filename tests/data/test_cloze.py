@@ -108,7 +108,7 @@ def test_fixed_count_is_round_half_up_of_n_p_and_at_least_one(n, p, k):
 def test_fixed_count_masks_exactly_k_events_of_every_window():
     """Every window gets labels (Bernoulli leaves 0.6^6 ≈ 5 % of the short span with none at p = 0.4), never
     padding."""
-    examples = _examples(mask_count="fixed")
+    examples, bernoulli = _examples(mask_count="fixed"), _examples()
     bernoulli_empty = 0
     for seed in range(300):
         long, short = examples[(seed, 0)], examples[(seed, 1)]
@@ -118,13 +118,13 @@ def test_fixed_count_masks_exactly_k_events_of_every_window():
         masked = long["labels"].numpy() > 0
         assert (long["labels"].numpy()[masked] == np.arange(11, 21)[masked]).all()
         assert (long["items"].numpy()[~masked] == np.arange(11, 21)[~masked]).all()
-        bernoulli_empty += not _examples()[(seed, 1)]["labels"].any()
+        bernoulli_empty += not bernoulli[(seed, 1)]["labels"].any()
     assert bernoulli_empty > 0  # the difference the option exists for
     # frozen values (a change of rule must show): the subset is the k smallest of the same uniforms as bernoulli's
     first = examples[(42, 0)]
     assert first["labels"].tolist() == [0, 12, 0, 0, 15, 0, 0, 0, 19, 20]
     assert first["items"].tolist() == [11, 12, 13, 14, MASK, 16, 17, 18, 28, MASK]
-    assert _examples()[(42, 0)]["labels"].tolist() == [0, 0, 0, 0, 15, 0, 0, 0, 19, 0]  # bernoulli's two are among them
+    assert bernoulli[(42, 0)]["labels"].tolist() == [0, 0, 0, 0, 15, 0, 0, 0, 19, 0]  # bernoulli's two are among them
 
 
 def test_fixed_count_picks_a_uniform_subset_and_keeps_the_bert_rates():
