@@ -37,6 +37,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from seqrec import child_process
 from seqrec.atomic import write_json, write_text
 from seqrec.bench.report import cpu_isa, cpu_model, usable_cores
@@ -53,6 +55,7 @@ from seqrec.bench.repro_compare import (
     verdict,
 )
 from seqrec.cli import main as cli_main
+from seqrec.config_files import expand_config
 from seqrec.data.preprocess import Preprocessing
 from seqrec.runs import SUMMARY, TEST_METRICS, VERSION_PREFIX
 
@@ -136,16 +139,15 @@ D_MODEL, LAYERS = 64, 2
 RNN_WIDTH = 2 * D_MODEL  # GRU4Rec's and NARM's GRU (model/gru4rec.yaml, model/narm.yaml)
 PREFIX_MODELS = {"narm", "fmlprec"}  # trained on prefixes, one label per example (their model parts' train_mode)
 # lru_ml1m converged here (results/REPRODUCTION.md): best validation at the 30th (step 15,000), stopped at the 40th;
-# every other cell is assumed to take as many validation intervals, except BERT4Rec's: the cloze task labels
-# MASK_PROB of the positions a shifted window labels, so reaching SASRec's count of labelled positions (best at
-# step 9,500 on ML-1M here) takes about 1 / MASK_PROB as many steps: best near the 100th validation, stopped at the
-# 110th (55,000 steps on ML-1M); BERT4Rec's replicability study (Petrov & Macdonald, RecSys 2022) found it needs
-# far longer training than common defaults (up to 30× its original 400,000-step default to match the paper).
+# every other cell is assumed to take as many validation intervals, except BERT4Rec's: the cloze task labels about
+# a fifth of the positions a shifted window labels (model/bert4rec.yaml's mask probability 0.2), so reaching
+# SASRec's count of labelled positions (best at step 9,500 on ML-1M here) takes about 5× as many steps: best near
+# the 100th validation, stopped at the 110th (55,000 steps on ML-1M); BERT4Rec's replicability study (Petrov &
+# Macdonald, RecSys 2022) found it needs far longer training than common defaults (up to 30× its original
+# 400,000-step default to match the paper).
 ASSUMED_VALIDATIONS = 40
 ASSUMED_VALIDATIONS_OF = {"bert4rec": 110}
-# model/bert4rec.yaml's mask_prob; Beauty's and Steam's configs take the original BERT4Rec's 0.6 and 0.4, so the
-# estimate counts fewer labelled positions per step there than they train on (an estimate, not a config reader)
-MASK_PROB = 0.2
+CLOZE_KEYS = ("mask_prob", "mask_last_prob")  # the data settings that fix a cloze cell's labels per window
 # CPU time per MAC of a model's training step relative to LRURec's and SASRec's: BERT4Rec's step (its cloze loss
 # scores a fifth of the positions, so fewer MACs) took 1.06× SASRec's time for 0.81× its MACs, side by side
 # (`python -m benchmarks.speed --threads 1 --parts matmul,train --models SASRec,BERT4Rec`, load 3.6: not quiet)
@@ -206,16 +208,33 @@ def token_macs(model: str, length: int) -> float:
     return LAYERS * (4 * d * d + 2 * length * d + 8 * d * d) + head
 
 
+def cloze_masking(config: str) -> dict[str, float]:
+    """``mask_prob`` and ``mask_last_prob`` of a cell's shipped config (0 where unset): ``data.init_args`` of the
+    files it composes, the last file that sets a key winning, as LightningCLI stacks them. Read from the YAML rather
+    than through the CLI's parser, which would cost a second per cell each time the report is written."""
+    values = dict.fromkeys(CLOZE_KEYS, 0.0)
+    for path in expand_config(base_config(config)):
+        data = (yaml.safe_load(Path(path).read_text()) or {}).get("data") or {}
+        init = data.get("init_args") or {}
+        values.update({key: float(init[key]) for key in CLOZE_KEYS if key in init})
+    return values
+
+
 def step_macs(config: str) -> float:
     """One training step: 3 × (B·L tokens through the encoder + P labelled positions scored), forward + backward;
-    P = B on prefixes (one label per example), B × MASK_PROB × the positions of a window for a cloze model
-    (BERT4Rec), else B × the labelled positions of a window."""
+    P = B on prefixes (one label per example); for a cloze model (BERT4Rec) B × ((1 − q)·p·n + q), the expected
+    masked positions of a window of n positions masked with probability p, a fraction q of the windows masking
+    their newest event alone (its config's ``mask_prob`` and ``mask_last_prob``); else B × n, the labelled
+    positions of a shifted window."""
     data = DATASETS[dataset_of(config)]
-    labelled = data.batch * min(data.max_len, max(data.interactions / data.users - 2, 1))  # P per batch
+    positions = min(data.max_len, max(data.interactions / data.users - 2, 1))  # n: a window's labelled positions
+    labelled = data.batch * positions  # P per batch
     if model_of(config) in PREFIX_MODELS:
         labelled = data.batch
     if model_of(config) == "bert4rec":
-        labelled *= MASK_PROB
+        cloze = cloze_masking(config)
+        p, q = cloze["mask_prob"], cloze["mask_last_prob"]
+        labelled = data.batch * ((1 - q) * p * positions + q)
     scored = data.train_candidates or data.items
     return 3 * (data.batch * data.max_len * token_macs(model_of(config), data.max_len) + labelled * scored * D_MODEL)
 
@@ -312,16 +331,17 @@ def assumptions() -> list[str]:
         f"Estimated time to converge = {ASSUMED_VALIDATIONS} validation intervals of training (as `lru_ml1m` took "
         f"here: its best validation the 30th, then early stopping's 10; the other cells are assumed alike) plus "
         f"{ASSUMED_VALIDATIONS + 1} validations and a test, each pass over every user; BERT4Rec "
-        f"{ASSUMED_VALIDATIONS_OF['bert4rec']} intervals (its cloze task labels {MASK_PROB:.0%} of the positions, so "
-        "about 1/0.2 as many steps as SASRec's best at step 9,500 on ML-1M; BERT4Rec is known to need long training), "
+        f"{ASSUMED_VALIDATIONS_OF['bert4rec']} intervals (its cloze task labels about "
+        "a fifth of the positions at model/bert4rec.yaml's mask probability 0.2, so about 5× as many steps as SASRec's best at step 9,500 on ML-1M; BERT4Rec is known to need long training), "
         f"capped by the protocol's {MAX_EPOCHS} epochs (ML-1M: 28,000 steps); on the CPU its steps' MACs count "
         f"{CPU_SLOWDOWN['bert4rec']}× (measured beside SASRec's).",
         f"Where a cell has run a CPU sitting of at least {MIN_PACE_STEPS:,} steps, its own pace (seconds per step, "
         "validations included, `fit_summary.json`) × the assumed steps is shown beside the MACs estimate.",
         "Work per step: 3 × (batch × max_len tokens × the encoder's MACs per token (PROTOCOLS.md §7.1, d 64, 2 blocks) "
         "+ labelled positions × scored items × d), labelled positions = batch × min(max_len, mean length − 2) from "
-        "Table 2, or batch for the cells trained on prefixes (NARM, FMLP-Rec: one label per example), or a fifth of "
-        "the window's positions for BERT4Rec (its masked positions); scored items = "
+        "Table 2, or batch for the cells trained on prefixes (NARM, FMLP-Rec: one label per example), or, for BERT4Rec, "
+        "its expected masked positions, (1 − q) × mask probability × those positions + q, where q is the fraction of "
+        "windows that mask their newest event alone (each cell's `mask_prob` and `mask_last_prob`); scored items = "
         "the catalogue (full softmax), or 101 for XLong (the paper's sampled loss, `loss: sampled_ce`); evaluation "
         "scores the catalogue (XLong: 10,001 candidates).",
         "The GRU cells (GRU4Rec, NARM) run their recurrence step by step, well below the calibrated rate on a CPU, and "

@@ -104,6 +104,20 @@ def test_estimates_are_ordered_by_size():
     assert estimate_seconds("lru_steam", "h200") > estimate_seconds("lru_ml1m", "h200")
 
 
+def test_a_cloze_cells_estimate_counts_its_own_masked_positions(monkeypatch):
+    """The labels a BERT4Rec step scores follow its config: Beauty masks with probability 0.6 (not model/bert4rec.yaml's
+    0.2), and 1/11 of its windows mask their newest event alone, one label each: (1 − q)·p·n + q per window."""
+    shipped = repro.step_macs("bert4rec_beauty")
+    settings = {"mask_prob": 0.0, "mask_last_prob": 0.0}
+    monkeypatch.setattr(repro, "cloze_masking", lambda config: settings)
+    encoder = repro.step_macs("bert4rec_beauty")  # no labels: the encoder's share alone
+    settings["mask_prob"] = 0.2
+    at_02 = repro.step_macs("bert4rec_beauty")
+    data = repro.DATASETS["beauty"]
+    n = data.interactions / data.users - 2  # Beauty's windows are shorter than max_len
+    assert (shipped - encoder) / (at_02 - encoder) == pytest.approx((10 / 11 * 0.6 * n + 1 / 11) / (0.2 * n))
+
+
 def test_main_records_each_cell_as_it_finishes_and_labels_the_hardware(tmp_path, monkeypatch):
     runs, out = tmp_path / "runs", tmp_path / "results" / "REPRODUCTION.md"
     calls = []
@@ -334,6 +348,8 @@ def test_bert4rec_cells_train_by_the_cloze_task(config):
     mask_prob, dropout, attention_dropout = BERT4REC_SETTINGS.get(config, (0.2, 0.2, 0.2))
     assert (data.train_mode, data.mask_prob, data.mask_replacement) == ("cloze", mask_prob, "bert")
     assert data.mask_last_prob == pytest.approx(1 / 11, abs=1e-6)  # the original's last-item instances
+    # the time estimate reads the same two settings from the YAML without the parser
+    assert repro.cloze_masking(config) == pytest.approx({"mask_prob": mask_prob, "mask_last_prob": data.mask_last_prob})
     assert (net.dropout, net.attention_dropout) == (dropout, attention_dropout)
     assert data.max_len == repro.DATASETS[repro.dataset_of(config)].max_len
     assert parsed.model.init_args.loss == ("sampled_ce" if config.endswith("xlong") else "ce")
