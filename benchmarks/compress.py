@@ -22,7 +22,9 @@ For every history length L (``--lengths``, default 50 200 1000, where the data h
    from the stored state; hand formulas, cross-checked against ``torch.utils.flop_counter`` in the
    tests), MACs to build a user's state, stored bytes per user, and latency (wall time per request and
    per user prefill, batched, on this machine), as a markdown table and Pareto plots (GAUC vs MACs,
-   GAUC vs bytes) in ``--out_dir`` (results of earlier lengths kept in ``compression_<name>.json``).
+   GAUC vs bytes): the report is ``--out`` (default ``results/COMPRESSION.md``), the plots and
+   ``compression_<name>.json`` (results of earlier lengths kept) beside it; the trained backbones are saved in
+   ``--runs_dir`` (default ``runs/compress``).
 """
 
 from __future__ import annotations
@@ -404,8 +406,8 @@ def plot(run: dict, path: Path) -> bool:
     return True
 
 
-def write_report(runs: dict, out_dir: Path, name: str, command: str) -> Path:
-    """``COMPRESSION.md``: setup, one table and plot per length, and the criterion's verdict."""
+def write_report(runs: dict, path: Path, name: str, command: str) -> Path:
+    """The report (``COMPRESSION.md``) at ``path``: setup, one table and plot per length, the criterion's verdict."""
     lines = [
         "# Long-sequence CTR: state compression (MALLOC-style benchmark)",
         "",
@@ -446,7 +448,6 @@ def write_report(runs: dict, out_dir: Path, name: str, command: str) -> Path:
         ]
         if run.get("plot"):
             lines += [f"![Pareto L={run['max_len']}]({Path(run['plot']).name})", ""]
-    path = out_dir / "COMPRESSION.md"
     notes = ""
     if path.exists() and NOTES_MARKER in path.read_text():  # hand-written findings survive a rerun
         notes = path.read_text().split(NOTES_MARKER, 1)[1]
@@ -468,7 +469,7 @@ def trained(name: str, run: Run, data: CTRDataModule, L: int, args: argparse.Nam
     architecture = [[k, list(v.shape)] for k, v in model.state_dict().items()]  # code changes invalidate saved weights
     key = hashlib.sha256(json.dumps({**settings, "name": name, "L": L, "architecture": architecture},
                                     sort_keys=True, default=str).encode()).hexdigest()[:16]
-    path = Path(args.models_dir) / f"{name}_L{L}_{key}.pt"
+    path = args.runs_dir / f"{name}_L{L}_{key}.pt"
     if args.reuse_models and path.exists():
         saved = torch.load(path, weights_only=False)
         model.load_state_dict(saved["state_dict"])
@@ -539,7 +540,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if "--" in argv:
         split = argv.index("--")
         argv, overrides = argv[:split], argv[split + 1:]
-    parser = Parser("benchmarks.compress",
+    parser = Parser("benchmarks.compress", renamed={"--models_dir": "--runs_dir"},  # the benchmarks' one spelling
+        retired={"--out_dir": "give the report's path, --out DIR/COMPRESSION.md (its JSON and plots go beside it)"},
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="python -m benchmarks.compress [options] [-- dotted overrides for every build]",
         epilog="Arguments after -- go to seqrec.build for the data and both models (later ones win), e.g.\n"
@@ -561,8 +563,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--target_aware_users", type=int, default=500, help="users for target-aware pruning (0: skip)")
     parser.add_argument("--seed", type=int, default=42, help="seed of the model initialisation, training and the target-aware subset")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: the cores available)")
-    parser.add_argument("--out_dir", default="results")
-    parser.add_argument("--models_dir", default="runs/compress", help="where the trained backbones are saved")
+    parser.add_argument("--out", type=Path, default=Path("results/COMPRESSION.md"),
+                        help="the report; compression_<name>.json and the plots are written beside it")
+    parser.add_argument("--runs_dir", type=Path, default=Path("runs/compress"), help="where the trained backbones are saved")
     parser.add_argument("--reuse_models", action="store_true", help="load backbones an identical earlier run saved")
     parser.add_argument("--report_only", action="store_true", help="rewrite the report and plots from the saved results")
     args = parser.parse_args(argv)
@@ -578,7 +581,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     command = args.command
-    out_dir = Path(args.out_dir)
+    out_dir = args.out.parent
     out_dir.mkdir(parents=True, exist_ok=True)
     store = out_dir / f"compression_{args.name}.json"
     runs = json.loads(store.read_text()) if store.exists() else {}
@@ -586,7 +589,7 @@ def main(argv: list[str] | None = None) -> dict:
         for key, run in runs.items():
             png = out_dir / f"compression_pareto_{args.name}_L{key}.png"
             run["plot"] = str(png) if plot(run, png) else None
-        write_report(runs, out_dir, args.name, runs[next(iter(runs))].get("command", command) if runs else command)
+        write_report(runs, args.out, args.name, runs[next(iter(runs))].get("command", command) if runs else command)
         return runs
     for L in args.lengths:
         run = run_length(L, args)
@@ -595,7 +598,7 @@ def main(argv: list[str] | None = None) -> dict:
         run["plot"] = str(png) if plot(run, png) else None
         runs[str(L)] = run
         write_text(store, json.dumps(runs, indent=1))
-        report = write_report(runs, out_dir, args.name, command)
+        report = write_report(runs, args.out, args.name, command)
         log.info("L=%d done in %.0fs: %s; %s", L, run["total_seconds"], report, verdict(run))
         print(table(run))
         print(verdict(run))

@@ -44,6 +44,19 @@ def test_values_and_everything_after_a_bare_double_dash_stay_as_written(capsys) 
     assert capsys.readouterr().err == ""
 
 
+def test_a_renamed_flag_parses_as_its_new_name_in_either_spelling_and_a_retired_one_is_refused(capsys) -> None:
+    p = Parser("benchmarks.example", renamed={"--models_dir": "--runs_dir"}, retired={"--out_dir": "give --out FILE"})
+    p.add_argument("--runs_dir", default="runs")
+    assert p.parse_args(["--models-dir", "a"]).runs_dir == "a" and p.command() == "python -m benchmarks.example --runs_dir a"
+    assert p.parse_args(["--models_dir=b"]).runs_dir == "b"
+    assert capsys.readouterr().err.splitlines() == ["note: --models-dir is now --runs_dir", "note: --models_dir is now --runs_dir"]
+    for flag in ("--out_dir", "--out-dir"):
+        with pytest.raises(SystemExit):
+            p.parse_args([flag, "x"])
+        assert capsys.readouterr().err.splitlines() == [
+            f"error: {flag} is no longer a flag: give --out FILE (see python -m benchmarks.example --help)"]
+
+
 def test_an_unknown_or_abbreviated_flag_is_one_error_line_naming_the_help(capsys) -> None:
     for flag in ("--runs-dirs", "--runs"):  # no abbreviations, as seqrec's commands
         with pytest.raises(SystemExit) as exit_info:
