@@ -655,8 +655,9 @@ def verdicts(cells: dict[str, list[dict[str, Any]]], configs: list[str]) -> list
     missing = [config for config in converged if config not in drawn]
     if drawn:
         lines += ["", f"![validation {CURVE_METRIC} of each converged cell against the paper's test figure]({FIGURE})", "",
-                  f"`{FIGURE}`: validation {CURVE_METRIC} per training step (the star: the best-validation checkpoint, "
-                  "the one tested), the paper's final test figure dashed."]
+                  f"`{FIGURE}`: validation {CURVE_METRIC} per training step, one panel per shipped config: its "
+                  "shipped setting (thicker) and each converged variant or seed, labelled with its test figure; the "
+                  "star on a line: its best-validation checkpoint, the one tested; the paper's test figure dashed."]
     if missing:
         lines += ["", f"No curve in the ledger for {', '.join(f'`{c}`' for c in missing)} (recorded before the ledger "
                   "kept validation curves)."]

@@ -20,8 +20,9 @@ validation figure is the one selected; test figures never choose.
 
 The figure (``reproduction_curves.png`` beside the report) draws each converged cell's validation Recall@10
 against the training step, the best step marked, beside the paper's final *test* figure as a dashed line (the
-paper publishes no curve). A ledger entry keeps its curve (``val_curve``, read from the run's metrics.csv when
-the cell is recorded), so the figure can be redrawn where the run directory no longer exists.
+paper publishes no curve); a config's variants and seeds share its panel, so a grid reads as one picture. A
+ledger entry keeps its curve (``val_curve``, read from the run's metrics.csv when the cell is recorded), so the
+figure can be redrawn where the run directory no longer exists.
 """
 
 from __future__ import annotations
@@ -213,45 +214,64 @@ def seed_of(run: Path) -> int | None:
     return int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else None
 
 
+# the shipped setting's line, then one colour per variant or seed (red is the paper's line)
+LINE_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:gray", "tab:olive",
+                "tab:cyan")
+
+
 def plot_curves(curves: dict[str, dict[str, Any]], paper: dict[str, dict[str, float]], out: Path,
                 metric: str = CURVE_METRIC) -> Path | None:
-    """Write ``out``: one panel per cell of ``curves`` (``{cell: entry}`` with ``val_curve``; ``paper`` by shipped
-    config), validation ``metric`` per step, its best step marked, and the paper's final test figure dashed. None
-    without matplotlib or any curve."""
-    cells = {cell: entry for cell, entry in curves.items() if entry.get("val_curve")}
-    if not cells:
+    """Write ``out``: one panel per shipped config of ``curves`` (``{cell: entry}`` with ``val_curve``; ``paper``
+    by shipped config), one line per cell of that config (the shipped setting first and thicker, then its variants
+    and seeds, each labelled with its test figure): validation ``metric`` per step, each line's best step starred,
+    and the paper's final test figure dashed. None without matplotlib or any curve."""
+    panels: dict[str, dict[str, dict[str, Any]]] = {}  # {config: {cell: entry}}, in the order of curves
+    for cell, entry in curves.items():
+        if entry.get("val_curve"):
+            panels.setdefault(setting_of(cell)[0], {})[cell] = entry
+    if not panels:
         return None
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter, MaxNLocator
     except ImportError:
         return None
-    columns = min(3, len(cells))
-    rows = math.ceil(len(cells) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False,
+    columns = min(3, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.6 * rows), squeeze=False,
                              constrained_layout=True)
-    for axis, (cell, entry) in zip(axes.flat, cells.items()):
-        steps, values = zip(*entry["val_curve"])
-        axis.plot(steps, values, marker=".", markersize=3, color="tab:blue", label=f"ours, validation {metric}")
-        if entry.get("best_step") is not None and entry.get("best_score") is not None:
-            axis.plot([entry["best_step"]], [entry["best_score"]], marker="*", markersize=11, color="tab:orange",
-                      label=f"best (step {entry['best_step']:,})", linestyle="none")
-        figures = paper.get(setting_of(cell)[0], {})  # a variant or seed cell: its shipped config's figure
+    for axis, (config, cells) in zip(axes.flat, panels.items()):
+        ordered = sorted(cells, key=lambda cell: cell != config)  # the shipped cell first (stable otherwise)
+        others = iter(LINE_COLOURS[1:] * len(ordered))
+        for cell in ordered:
+            entry, shipped = cells[cell], cell == config
+            colour = LINE_COLOURS[0] if shipped else next(others)
+            steps, values = zip(*entry["val_curve"])
+            ours = entry.get("metrics", {}).get(metric)
+            label = (cell[len(config) + 1:] or "shipped") + (f": test {ours:.4f}" if ours is not None else "")
+            axis.plot(steps, values, color=colour, linewidth=1.6 if shipped else 0.9, alpha=1.0 if shipped else 0.85,
+                      label=label)
+            if entry.get("best_step") is not None and entry.get("best_score") is not None:
+                axis.plot([entry["best_step"]], [entry["best_score"]], marker="*", markersize=10, color=colour,
+                          markeredgecolor="black", markeredgewidth=0.5, linestyle="none")
+        figures = paper.get(config, {})
         if metric in figures:
-            axis.axhline(figures[metric], color="tab:red", linestyle="--", label=f"paper, test {metric}")
-        ours = entry.get("metrics", {}).get(metric)
-        title = cell + (f": test {ours:.4f}" if ours is not None else "")
-        axis.set(title=title, xlabel="training step", ylabel=metric)
+            axis.axhline(figures[metric], color="tab:red", linestyle="--", label=f"paper: test {figures[metric]:.4f}")
+        axis.set_title(config, fontsize=11)
+        axis.set(xlabel="training step", ylabel=f"validation {metric}")
+        axis.xaxis.set_major_locator(MaxNLocator(5))
+        axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k" if x else "0"))
         axis.grid(alpha=0.3)
-        axis.legend(fontsize=7, loc="lower right")
-    for axis in list(axes.flat)[len(cells):]:
+        axis.legend(fontsize=6.5, loc="lower right")
+    for axis in list(axes.flat)[len(panels):]:
         axis.set_visible(False)
     fig.set_dpi(100)
     fig.canvas.draw()  # the Agg raster savefig would encode, taken as it is (no PNG written only to be read back)
-    # One panel per cell, so the committed figure grows with every cell run (1.06 MB at 38 panels in RGBA). A
-    # 256-colour palette (Pillow, which matplotlib requires) leaves these line plots visibly the same at 0.37x the bytes.
+    # The committed figure grows with every config run (1.06 MB at 38 one-cell panels in RGBA). A 256-colour palette
+    # (Pillow, which matplotlib requires) leaves these line plots visibly the same at 0.37x the bytes.
     from PIL import Image
 
     image = Image.frombuffer("RGBA", fig.canvas.get_width_height(), fig.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)

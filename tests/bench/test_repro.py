@@ -86,15 +86,23 @@ def test_converged_wins_over_a_later_partial_and_entries_are_per_hardware(tmp_pa
     assert repro.cell_status([])[0] == "not yet run"
 
 
-def test_a_variant_or_seed_cell_is_drawn_against_its_shipped_configs_paper_figure(tmp_path, monkeypatch):
+def test_a_variant_or_seed_cell_is_drawn_in_its_shipped_configs_panel_against_its_paper_figure(tmp_path, monkeypatch):
     from matplotlib.axes import Axes
 
-    drawn = []
+    drawn, titles, labels = [], [], []
     monkeypatch.setattr(Axes, "axhline", lambda axis, y, **kwargs: drawn.append(y))
-    curve = {"val_curve": [[0, 0.1], [500, 0.3]], "best_step": 500, "best_score": 0.3}
-    cells = ["sasrec_ml1m@seed_43", "lru_video@dropout_04", "lru_ml1m", "mlp4rec_ml100k@seed_43"]
+    monkeypatch.setattr(Axes, "set_title", lambda axis, title, **kwargs: titles.append(title))
+    plot = Axes.plot
+    monkeypatch.setattr(Axes, "plot", lambda axis, *a, **kw: (labels.append(kw["label"]) if "label" in kw else None,
+                                                               plot(axis, *a, **kw))[1])
+    curve = {"val_curve": [[0, 0.1], [500, 0.3]], "best_step": 500, "best_score": 0.3, "metrics": {"recall@10": 0.25}}
+    cells = ["sasrec_ml1m@seed_43", "lru_video@dropout_04", "lru_ml1m", "mlp4rec_ml100k@seed_43", "sasrec_ml1m"]
     repro.plot_curves({cell: curve for cell in cells}, PAPER, tmp_path / "curves.png")
+    assert titles == ["sasrec_ml1m", "lru_video", "lru_ml1m", "mlp4rec_ml100k"]  # one panel per shipped config
     assert drawn == [PAPER["sasrec_ml1m"]["recall@10"], PAPER["lru_video"]["recall@10"], PAPER["lru_ml1m"]["recall@10"]]
+    # the shipped setting's line first in its panel, then its seed rerun; each labelled with its test figure
+    assert labels == ["shipped: test 0.2500", "seed_43: test 0.2500", "dropout_04: test 0.2500", "shipped: test 0.2500",
+                      "seed_43: test 0.2500"]
 
 
 def test_estimates_are_ordered_by_size():
