@@ -47,9 +47,11 @@ def test_values_and_everything_after_a_bare_double_dash_stay_as_written(capsys) 
 def test_a_renamed_flag_parses_as_its_new_name_in_either_spelling_and_a_retired_one_is_refused(capsys) -> None:
     p = Parser("benchmarks.example", renamed={"--models_dir": "--runs_dir"}, retired={"--out_dir": "give --out FILE"})
     p.add_argument("--runs_dir", default="runs")
-    assert p.parse_args(["--models-dir", "a"]).runs_dir == "a" and p.command() == "python -m benchmarks.example --runs_dir a"
+    assert p.parse_args(["--models-dir", "a"]).runs_dir == "a"
+    assert p.command() == "python -m benchmarks.example --runs_dir a"
     assert p.parse_args(["--models_dir=b"]).runs_dir == "b"
-    assert capsys.readouterr().err.splitlines() == ["note: --models-dir is now --runs_dir", "note: --models_dir is now --runs_dir"]
+    assert capsys.readouterr().err.splitlines() == [
+        "note: --models-dir is now --runs_dir", "note: --models_dir is now --runs_dir"]
     for flag in ("--out_dir", "--out-dir"):
         with pytest.raises(SystemExit):
             p.parse_args([flag, "x"])
