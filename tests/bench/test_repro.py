@@ -93,8 +93,13 @@ def test_a_variant_or_seed_cell_is_drawn_in_its_shipped_configs_panel_against_it
     monkeypatch.setattr(Axes, "axhline", lambda axis, y, **kwargs: drawn.append(y))
     monkeypatch.setattr(Axes, "set_title", lambda axis, title, **kwargs: titles.append(title))
     plot = Axes.plot
-    monkeypatch.setattr(Axes, "plot", lambda axis, *a, **kw: (labels.append(kw["label"]) if "label" in kw else None,
-                                                               plot(axis, *a, **kw))[1])
+
+    def labelled_plot(axis, *args, **kwargs):
+        if "label" in kwargs:
+            labels.append(kwargs["label"])
+        return plot(axis, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "plot", labelled_plot)
     curve = {"val_curve": [[0, 0.1], [500, 0.3]], "best_step": 500, "best_score": 0.3, "metrics": {"recall@10": 0.25}}
     cells = ["sasrec_ml1m@seed_43", "lru_video@dropout_04", "lru_ml1m", "mlp4rec_ml100k@seed_43", "sasrec_ml1m"]
     repro.plot_curves({cell: curve for cell in cells}, PAPER, tmp_path / "curves.png")
