@@ -27,6 +27,7 @@ figure can be redrawn where the run directory no longer exists.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from pathlib import Path
@@ -245,7 +246,7 @@ def plot_curves(curves: dict[str, dict[str, Any]], paper: dict[str, dict[str, fl
                              constrained_layout=True)
     for axis, (config, cells) in zip(axes.flat, panels.items()):
         ordered = sorted(cells, key=lambda cell: cell != config)  # the shipped cell first (stable otherwise)
-        others = iter(LINE_COLOURS[1:] * len(ordered))
+        others = itertools.cycle(LINE_COLOURS[1:])
         for cell in ordered:
             entry, shipped = cells[cell], cell == config
             colour = LINE_COLOURS[0] if shipped else next(others)
